@@ -12,9 +12,16 @@ one decision in front, by ``TENURE_COMPILE``:
 * ``never``: the pure wheel.
 
 A failed compile with a compiler present fails the build rather than falling back:
-that is a bug to see, not a machine without a compiler. An editable install (``pip
-install -e``, what ``scripts/bootstrap`` makes) is never compiled: a checkout is
-compiled in place by ``scripts/compile``.
+that is a bug to see, not a machine without a compiler; its error ends with one line
+saying so and naming ``TENURE_COMPILE=never`` (the pure build), which pip shows
+under the compiler's output. An editable install (``pip install -e``, what
+``scripts/bootstrap`` makes) is never compiled: a checkout is compiled in place by
+``scripts/compile``.
+
+pip shows a build's output only with ``-v``, and a compile takes one to two minutes
+of silence: the line that says what is compiled, and how to skip it, is also written
+to the controlling terminal when there is one and stderr is not it (what pip's
+default verbosity lets through: nothing else of the build reaches the person).
 """
 
 from __future__ import annotations
@@ -89,12 +96,47 @@ class CompileWhereACompilerIs(MypycBuildHook):  # type: ignore[misc]
         # (From the raw config: hatch-mypyc builds its include filter only if its
         # config_include was not read before; read first, every module is compiled.)
         count = len(self.config.get("include", []))
-        self._say(f"compiling {count} modules with mypyc (about a minute)")
-        super().initialize(version, build_data)
+        self._say(
+            f"compiling {count} modules with mypyc, one to two minutes "
+            f"({CHOICE_ENV}=never: the pure build, at once)",
+            terminal=True,
+        )
+        try:
+            super().initialize(version, build_data)
+        except Exception as error:  # hatch-mypyc's: mypyc's or the compiler's output
+            raise RuntimeError(f"{error}\n{compile_failed(wanted)}") from None
 
-    def _say(self, message: str) -> None:
-        """Tell the person installing (pip shows a build's output with ``-v``)."""
-        print(f"tenure: {message}", file=sys.stderr)
+    def _say(self, message: str, *, terminal: bool = False) -> None:
+        """Tell the person installing (pip shows a build's output with ``-v``); with
+        ``terminal``, on the controlling terminal too (module docstring)."""
+        print(f"tenure: {message}", file=sys.stderr, flush=True)
+        if terminal:
+            tell_the_terminal(f"tenure: {message}")
+
+
+def compile_failed(wanted: str) -> str:
+    """The last line of a failed compile's error: what failed and the way out."""
+    way_out = (
+        f"{CHOICE_ENV}=never installs the pure build (about half as fast)"
+        if wanted == "auto"
+        else f"{CHOICE_ENV}=always asked for it; {CHOICE_ENV}=never builds the pure one"
+    )
+    return (
+        "tenure: the compiled build failed with a C compiler present (the output above "
+        f"says why; a bug to report): {way_out}, e.g. {CHOICE_ENV}=never pip install tenure"
+    )
+
+
+def tell_the_terminal(line: str) -> None:
+    """Write ``line`` to the controlling terminal, where stderr is not one (pip keeps a
+    build's stderr to itself at its default verbosity); nothing without a terminal."""
+    if sys.stderr.isatty():
+        return  # already said there
+    try:
+        with open("/dev/tty", "w", encoding="utf-8") as tty:
+            tty.write(f"\n{line}\n")  # (after pip's "Building wheel ..." line)
+    except OSError:  # no controlling terminal (CI, a service): stderr had it
+        pass
 
 
 def get_build_hook() -> type[MypycBuildHook]:

@@ -82,6 +82,45 @@ def test_a_client_install_pulls_no_server_dependency() -> None:
     assert not client & server, f"the client would pull {client & server}"
 
 
+def extra_requirements(extra: str) -> set[str]:
+    """The names an extra pulls, through the extras it names (``tenure[cli]``) too."""
+    names: set[str] = set()
+    for requirement in PYPROJECT["project"]["optional-dependencies"][extra]:
+        inner = re.fullmatch(r"tenure\[([a-z0-9_,-]+)\]", requirement.split(";")[0].strip())
+        if inner is None:
+            names |= requirement_names([requirement])
+        else:
+            for named in inner[1].split(","):
+                names |= extra_requirements(named)
+    return names
+
+
+def test_the_server_extra_brings_the_cli() -> None:
+    # Issue 50: `pip install 'tenure[server]'` then `tenure --version` (as the README
+    # says) failed for want of the cli extra.
+    cli = extra_requirements("cli")
+    assert {"click", "rich"} <= cli
+    assert cli <= extra_requirements("server")
+
+
+def test_the_built_metadata_has_the_server_extra_pull_the_cli(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # What pip reads: the wheel's METADATA, as hatchling writes it (the self-reference
+    # tenure[cli] expanded into the server extra's own requirements).
+    from hatchling.build import prepare_metadata_for_build_wheel
+
+    monkeypatch.chdir(ROOT)
+    info = prepare_metadata_for_build_wheel(str(tmp_path))
+    metadata = (tmp_path / info / "METADATA").read_text()
+    server = {
+        re.split(r"[\s<>=!~;\[]", line.removeprefix("Requires-Dist: "), maxsplit=1)[0]
+        for line in metadata.splitlines()
+        if line.startswith("Requires-Dist: ") and "extra == 'server'" in line
+    }
+    assert {"click", "rich", "aiohttp"} <= server, metadata
+
+
 def test_the_repo_installs_the_server_extra() -> None:
     # scripts/start (through scripts/bootstrap) runs the server: it installs the extra.
     assert 'spec=".[server' in (ROOT / "scripts" / "bootstrap").read_text()

@@ -88,7 +88,8 @@ def test_the_guard_refuses_a_process_and_keeps_the_refusal() -> None:
         ("tests/backends/redis/test_redis_backend.py", False),
         ("tests/faults", True),  # a test of test_cli.py
         ("tests/faults/test_scenarios.py", False),
-        ("tests/cli", False),
+        ("tests/cli", True),  # test_usage.py
+        ("tests/cli/test_lock.py", False),
         ("src", True),
         ("src/tenure/testing/conformance/test_mutex.py", True),
     ],

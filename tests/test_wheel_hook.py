@@ -109,3 +109,74 @@ def test_a_wheel_built_without_a_compiler_is_pure_and_says_so(tmp_path: Path) ->
     refused = _build(tree, tmp_path / "refused", CC="/nonexistent/cc", TENURE_COMPILE="always")
     assert refused.returncode != 0
     assert "TENURE_COMPILE=always, but no C compiler" in refused.stdout + refused.stderr
+
+
+def _one_module_tree(tmp_path: Path, module: str) -> Path:
+    """A tree whose hook compiles ``module`` alone (a compile of seconds, not minutes)."""
+    tree = _tree(tmp_path)
+    project = tree / "pyproject.toml"
+    text = project.read_text()
+    start = text.index("include = [", text.index("[tool.hatch.build.targets.wheel.hooks.custom]"))
+    end = text.index("]", start)
+    project.write_text(f'{text[:start]}include = ["{module}"{text[end:]}')
+    return tree
+
+
+@pytest.mark.slow
+def test_a_failing_compiler_names_the_way_out(tmp_path: Path) -> None:
+    """Issue 50: a compiler present but failing ended the install with mypyc's output
+    alone; the error's last line now says what failed and names TENURE_COMPILE=never."""
+    if hatch_build.missing_for_compile() is not None:
+        pytest.skip(f"cannot compile here at all: {hatch_build.missing_for_compile()}")
+    failing = tmp_path / "failing-cc"
+    failing.write_text("#!/bin/sh\necho 'failing-cc: refusing to compile' >&2\nexit 1\n")
+    failing.chmod(0o755)
+    tree = _one_module_tree(tmp_path, "src/tenure/_core/stamps.py")
+    built = _build(tree, tmp_path / "dist", CC=str(failing), TENURE_COMPILE="auto")
+    said = built.stdout + built.stderr
+    assert built.returncode != 0, said
+    assert "tenure: compiling 1 modules with mypyc" in said  # what it compiles, said first
+    assert "failing-cc: refusing to compile" in said  # the compiler's own words
+    assert "tenure: the compiled build failed with a C compiler present" in said
+    assert "TENURE_COMPILE=never pip install tenure" in said
+    assert not list((tmp_path / "dist").glob("*.whl"))
+
+    # The way out the error names works on the same machine.
+    pure = _build(tree, tmp_path / "pure", CC=str(failing), TENURE_COMPILE="never")
+    assert pure.returncode == 0, pure.stdout + pure.stderr
+    (wheel,) = (tmp_path / "pure").glob("tenure-*.whl")
+    assert wheel.name.endswith("-py3-none-any.whl")
+
+
+def test_the_compile_line_reaches_the_terminal_when_pip_keeps_stderr(tmp_path: Path) -> None:
+    """pip keeps a build's stderr at its default verbosity: the line that says what is
+    compiled also goes to the controlling terminal (a pty here), and only there once."""
+    import pty
+
+    kept = tmp_path / "stderr"  # what pip would keep: a file, not a terminal
+    program = (
+        f"import sys; sys.path.insert(0, {str(ROOT)!r}); import hatch_build; "
+        "hatch_build.tell_the_terminal('tenure: compiling 3 modules')"
+    )
+    pid, master = pty.fork()
+    if pid == 0:  # the child: the pty is its controlling terminal; stderr a file
+        try:
+            fd = os.open(kept, os.O_WRONLY | os.O_CREAT, 0o600)
+            os.dup2(fd, 2)
+            os.execv(sys.executable, [sys.executable, "-c", program])
+        finally:
+            os._exit(127)
+    seen = b""
+    while True:
+        try:
+            chunk = os.read(master, 1024)
+        except OSError:  # EIO: the child closed the terminal
+            break
+        if not chunk:
+            break
+        seen += chunk
+    os.close(master)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0, seen
+    assert b"tenure: compiling 3 modules" in seen
+    assert kept.read_text() == ""  # (the hook's own print goes to stderr, not this)

@@ -106,6 +106,10 @@ TIERS: Final[dict[str, tuple[str, ...]]] = {
     "tests/test_compile_tool.py": UNIT,
     "tests/test_wheel_hook.py": UNIT,
     "tests/test_wheel_hook.py::test_a_wheel_built_without_a_compiler_is_pure_and_says_so": SERVICE,
+    "tests/test_wheel_hook.py::test_a_failing_compiler_names_the_way_out": SERVICE,
+    "tests/test_wheel_hook.py::test_the_compile_line_reaches_the_terminal_when_pip_keeps_stderr": (
+        SERVICE  # a child on a pty
+    ),
     "tests/core/test_purity.py": SERVICE,  # imports in a child interpreter
     "tests/protocol": UNIT,
     "tests/protocol/test_purity.py": SERVICE,
@@ -136,6 +140,7 @@ TIERS: Final[dict[str, tuple[str, ...]]] = {
     "tests/backends/test_turns.py": UNIT,
     "tests/backends/test_prefix_feed.py": UNIT,
     "tests/client": UNIT,
+    "tests/cli/test_usage.py": UNIT,  # in-process: parsing fails before anything opens
     # A forked child opens its own default client.
     "tests/client/test_defaults.py::test_a_forked_child_opens_its_own_sync_default": SERVICE,
     "tests/client/test_forks.py": SERVICE,  # forks; tenure serve; gunicorn
@@ -147,6 +152,7 @@ TIERS: Final[dict[str, tuple[str, ...]]] = {
     "tests/backends/test_doors.py": UNIT,
     "tests/backends/test_link_pings.py": UNIT,
     "tests/backends/test_options.py": UNIT,
+    "tests/backends/test_url_hint.py": UNIT,
     "tests/backends/test_remote_versions.py": UNIT,  # an in-process fake server
     "tests/backends/test_remote_cluster.py": UNIT,  # in-process fake cluster members
     "tests/cluster/test_parts.py": UNIT,

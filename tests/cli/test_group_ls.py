@@ -83,6 +83,9 @@ async def test_group_ls_of_no_group_fails_saying_why(url: str, node: str) -> Non
     missing = await asyncio.to_thread(run_tenure, "group", "ls", node, "nothing", url=url)
     assert missing.returncode == 3
     assert "NotFoundError" in missing.stderr
+    # A group's words, not its semaphore's (issue 50: "semaphore 'nothing' ...").
+    assert f"no group 'nothing' in node '{node}'" in missing.stderr
+    assert "semaphore" not in missing.stderr
     counter = await asyncio.to_thread(run_tenure, "group", "ls", node, "jobs", url=url)
     assert counter.returncode == 3
     assert "is not a group" in counter.stderr

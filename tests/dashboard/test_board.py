@@ -34,7 +34,10 @@ from tenure.server._http.board import (
     board,
     shown_data,
 )
+from tenure.server._http.board_rates import HISTORY, waited
 from tenure.server._http.cluster_view import cluster_view
+from tenure.server._http.metrics import GRANT_WAIT_BUCKETS
+from tenure.server._http.tally import LoopHistogram
 from tenure.server._role import STANDALONE_ROLE
 
 WHO = ClientIdentity("host-a", 4242, "billing-worker")
@@ -227,6 +230,29 @@ def test_rates_are_per_second_over_the_window() -> None:
     meter.sample(125.0, 15, 1)
     # From the newest sample at least a window old (115) on: 5 grants in 10 s.
     assert meter.rates() == pytest.approx((0.5, 0.0))
+
+
+def test_a_history_of_grants_waits_and_expiries_per_second() -> None:
+    # Issue 50: the page had the last 10 s's averages alone; it now draws a minute.
+    meter = RateMeter(window=10.0)
+    assert meter.history() == {"grants": [], "waits": [], "expiries": []}
+    meter.sample(100.0, 0, 0, 0)
+    meter.sample(101.0, 4, 0, 1)
+    meter.sample(103.0, 10, 2, 4)
+    assert meter.history() == {"grants": [4.0, 3.0], "waits": [1.0, 1.5], "expiries": [0.0, 1.0]}
+    for at in range(104, 104 + HISTORY):
+        meter.sample(float(at), 10, 2, 4)
+    assert meter.history()["grants"] == [0.0] * HISTORY  # the last HISTORY intervals only
+
+
+def test_waits_are_the_grants_past_the_first_bucket() -> None:
+    histogram = LoopHistogram("tenure_grant_wait_seconds", "waits", GRANT_WAIT_BUCKETS)
+    for _ in range(3):
+        histogram.observe_zero()  # granted at once
+    histogram.observe(0.0005)  # within the first bucket: not told from "at once"
+    histogram.observe(0.25)
+    histogram.observe(30.0)
+    assert waited([histogram.family()]) == 2
 
 
 def test_a_standby_names_the_leader_and_links_its_dashboard() -> None:
@@ -463,3 +489,28 @@ def test_a_view_reads_the_nodes_it_shows_or_its_tokens_ranges_not_every_node() -
     assert index.looked_at - before <= 2
     assert scoped["nodes_total"] == 1
     assert [node["name"] for node in scoped["nodes"]] == ["jobs-1"]
+
+
+def test_a_group_member_shows_its_id_and_its_own_data_not_its_record() -> None:
+    # Issue 50: a member's row showed its record ("member joined 8:worker-1 - ...").
+    engine = Engine()
+    engine.apply(CreateNode("n"), 0.0)
+    one, two = (engine.apply(CreateSession("n", b"k", None), 0.0).session_id for _ in range(2))
+    engine.apply(CreateSemaphore(one, "workers", 10, GROUP_DATA), 0.0)
+    joined = member_record("worker-1", b"10.0.0.5:8080", weight=2, state="joined")
+    engine.apply(Acquire(one, "workers", 1, request_id=1, data=joined), 1.0)
+    joining = member_record("w-\u202e2", b"\x1b[2J", weight=None, state="joining")
+    engine.apply(Acquire(two, "workers", 1, request_id=1, data=joining), 1.0)
+    # A semaphore whose holders' data only looks like records is no group: left alone.
+    engine.apply(CreateSemaphore(one, "plain", 10, b"not a group"), 0.0)
+    engine.apply(Acquire(one, "plain", 1, request_id=2, data=joined), 1.0)
+    seen = view(engine, BoardLimits())
+    sems = {s["name"]: s for s in seen["nodes"][0]["semaphores"]}
+    first, second = sems["workers"]["owners"]
+    assert (first["data"], first["data_bytes"]) == ("10.0.0.5:8080", 13)
+    assert first["member"] == {"id": "worker-1", "state": "joined", "weight": 2}
+    assert (second["data"], second["data_bytes"]) == ("\\x1b[2J", 4)  # escaped as data is
+    assert second["member"] == {"id": "w-\\u202e2", "state": "joining", "weight": None}
+    [plain] = sems["plain"]["owners"]
+    assert "member" not in plain
+    assert plain["data"].startswith("member joined 8:worker-1 ")

@@ -104,10 +104,13 @@ def test_page_shows_the_holder_then_the_release_without_reloading(
         owner = f"{row(page, 'jobs', 'billing-export')} .owner"
         assert text(page, f"{owner} .desc") == XSS
         identity = f"billing-worker on {grant['host']} pid {grant['pid']}"
-        assert text(page, f"{owner} .identity") == identity
         assert text(page, f"{owner} .token") == str(grant["token"])
         assert "held for" in text(page, owner)
-        assert XSS in text(page, f'tr.session[data-session-id="{grant["session_id"]}"]')
+        session_row = f'tr.session[data-session-id="{grant["session_id"]}"]'
+        assert XSS in text(page, session_row)
+        # The client's identity is said once per session: in its row, not its holds'.
+        assert text(page, f"{session_row} .identity") == identity
+        assert page.query_selector(f"{owner} .identity") is None
         # The description stayed text: no element was made of it, no handler ran.
         assert page.query_selector("#board img, #board b") is None
         assert page.evaluate("window.__xss") is None
@@ -240,8 +243,60 @@ def test_a_group_shows_its_members(served: Served, page: Page) -> None:
                 f"2 of at most 20 members: w-1, {XSS}, 1 in its partition"
             )
             assert page.evaluate("window.__xss") is None  # an id stays text
+            # Each member shows its id and its own data, not its record (issue 50).
+            owners = page.locator(f"{workers} .owner")
+            assert owners.nth(0).locator(".member-id").text_content() == "w-1"
+            assert owners.nth(0).locator(".data").text_content() == "10.0.0.5"
+            assert "weight 2" in (owners.nth(1).text_content() or "")
+            assert "member joined" not in (page.locator(workers).text_content() or "")
             part.leave()
             page.wait_for_selector(f"{workers} .recipe:text-is('1 of at most 20 members: w-1')")
+
+
+def test_the_most_contended_come_first_and_a_filter_by_name(served: Served, page: Page) -> None:
+    # Issue 50: a fleet's board was in name order, with no way to find one name.
+    page.goto(served.page_url)
+    quiet = Holder(served.url, "jobs", "a-quiet", "quiet", "w")
+    busy = Holder(served.url, "jobs", "z-busy", "busy", "w")
+    waiting = Holder(served.url, "jobs", "z-busy", "queued", "w", queued=True)
+    try:
+        page.wait_for_selector(f"{row(page, 'jobs', 'z-busy')} li.waiter")
+        names = page.locator("section[data-node='jobs'] tr.semaphore").evaluate_all(
+            "rows => rows.map(r => r.dataset.name)"
+        )
+        assert names == ["z-busy", "a-quiet"]  # one waiter beats name order
+        page.fill("#filter", "QUIET")
+        page.wait_for_selector(row(page, "jobs", "z-busy"), state="hidden")
+        assert page.locator(row(page, "jobs", "a-quiet")).is_visible()
+        page.fill("#filter", "")
+        page.wait_for_selector(row(page, "jobs", "z-busy"), state="visible")
+    finally:
+        for holder in (waiting, busy, quiet):
+            holder.close()
+
+
+def test_the_header_draws_the_last_minute_of_grants_waits_and_expiries(
+    served: Served, page: Page
+) -> None:
+    page.goto(served.page_url)
+    first = Holder(served.url, "jobs", "report", "first", "w")
+    second = Holder(served.url, "jobs", "report", "second", "w", queued=True)
+    try:
+        page.wait_for_selector(f"{row(page, 'jobs', 'report')} li.waiter")  # it waits
+        first.step()  # released: the waiter is granted after a wait
+        second.granted()
+        for series in ("grants", "waits", "expiries"):  # (a flat line has no area)
+            page.wait_for_selector(f"#history polyline[data-series='{series}']", state="attached")
+        # Some second of the last minute had a wait (the chart's title says the last).
+        page.wait_for_function(
+            "() => { const p = document.querySelector(\"#history polyline[data-series='waits']\");"
+            " return p && p.getAttribute('points').split(' ').some("
+            "xy => Number(xy.split(',')[1]) < 26); }"
+        )
+        assert "waits" in (page.locator("#history").get_attribute("title") or "")
+    finally:
+        second.close()
+        first.close()
 
 
 def test_a_read_only_token_sees_but_may_not_end_sessions(
@@ -253,6 +308,9 @@ def test_a_read_only_token_sees_but_may_not_end_sessions(
         page.goto(served.page_url)
         page.wait_for_selector("form#login:not([hidden])")  # nothing shown without a token
         assert page.query_selector("tr.semaphore") is None
+        # Nor does the header speak of "connecting" (issue 50): it is not.
+        assert not page.locator("#state").is_visible()
+        assert "connecting" not in page.locator("header").inner_text()
         page.fill("#secret", "not-a-token")
         page.click("form#login button")
         page.wait_for_selector("#login-error:text-is('no token has that secret')")

@@ -166,11 +166,35 @@ def test_a_data_dir_the_user_may_not_use_says_permission_denied(tmp_path: Path) 
 def test_on_a_terminal_a_failed_start_is_one_line_of_text(tmp_path: Path, busy_port: int) -> None:
     code, lines = serve_on_terminal(tmp_path / "data", "--port", str(busy_port))
     assert code == 1
-    assert len(lines) == 2, lines  # the settings given, and why it stopped
-    config, failed = lines
+    assert len(lines) == 2, lines  # why it stopped, then the settings given
+    failed, config = lines
     assert " info     config: settings given (the rest are at their defaults" in config
     assert f"port={busy_port} " in config
     assert "max_connections=" not in config  # at its default: not shown
     assert " critical start_failed: " in failed
     assert f"port {busy_port} on 127.0.0.1 is in use: pick another with --port" in failed
     assert failed.endswith("reason=port_in_use")
+
+
+def test_off_a_terminal_the_reason_comes_first_and_the_settings_are_short(
+    tmp_path: Path, busy_port: int
+) -> None:
+    # Issue 50: stderr's first line was a 4.8 KB record of every setting, the reason
+    # after it. Now the reason is first, and the config line has only what was given.
+    data_dir = str(tmp_path / "data")
+    result = subprocess.run(
+        [sys.executable, "-m", "tenure", "serve", "--data-dir", data_dir, "--port", str(busy_port)],
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=3 * WAIT,
+        check=False,
+    )
+    assert result.returncode == 1
+    first, *rest = result.stderr.splitlines()
+    assert json.loads(first)["event"] == "start_failed", first
+    [config] = [json.loads(line) for line in rest if json.loads(line)["event"] == "config"]
+    assert len(json.dumps(config)) < 400, config
+    assert config["port"] == busy_port
+    assert config["sources"] == {"port": "flag", "data_dir": "flag"}
+    assert "max_connections" not in config  # at its default: not logged

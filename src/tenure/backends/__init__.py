@@ -70,6 +70,7 @@ from tenure.backends._base import (
     abilities_of,
 )
 from tenure.backends._options import masked_url, shown_url
+from tenure.backends._url_hint import url_refusal
 from tenure.errors import InvalidArgumentError, UnsupportedError
 
 #: Built-in schemes and the modules that implement them.
@@ -96,7 +97,7 @@ EXTRAS: Final = {
 }
 
 
-def _module_for(scheme: str) -> ModuleType:
+def _module_for(scheme: str, url: str) -> ModuleType:
     if scheme in BUILTIN:
         try:
             return importlib.import_module(BUILTIN[scheme])
@@ -108,14 +109,14 @@ def _module_for(scheme: str) -> ModuleType:
                 f"the {scheme}:// backend needs the {extra!r} extra, not installed here "
                 f"(missing {error.name!r}): pip install 'tenure[{extra}]'"
             ) from error
-    for entry in entry_points(group="tenure.backends"):
+    plugged = entry_points(group="tenure.backends")
+    for entry in plugged:
         if entry.name == scheme:
             module = entry.load()
             if not isinstance(module, ModuleType):
                 raise InvalidArgumentError(f"entry point {entry.value!r} is not a module")
             return module
-    known = ", ".join(sorted(BUILTIN))
-    raise InvalidArgumentError(f"unknown backend scheme {scheme!r}; known: {known}")
+    raise InvalidArgumentError(url_refusal(url, [*BUILTIN, *plugged.names]))
 
 
 async def open_backend(
@@ -125,13 +126,16 @@ async def open_backend(
     require: frozenset[Capability] = frozenset(),
 ) -> Backend:
     """Open the backend ``url`` names, refusing it if it lacks a ``require``-d capability."""
-    if not isinstance(url, str) or "://" not in url:
+    if not isinstance(url, str):
         raise InvalidArgumentError(f"expected a URL like 'memory://', got {shown_url(url)}")
+    if "://" not in url:  # a typo's nearest scheme, and its form (tenure:/host)
+        schemes = [*BUILTIN, *entry_points(group="tenure.backends").names]
+        raise InvalidArgumentError(url_refusal(url, schemes))
     try:
         scheme = urlsplit(url).scheme.lower()
     except ValueError as error:  # e.g. tenure://[bad: "Invalid IPv6 URL"
         raise InvalidArgumentError(f"malformed URL {shown_url(url)}: {error}") from None
-    backend: Backend = await _module_for(scheme).open_backend(url, dict(options or {}))
+    backend: Backend = await _module_for(scheme, url).open_backend(url, dict(options or {}))
     missing = require - backend.capabilities
     if missing:
         await backend.aclose()

@@ -57,15 +57,18 @@ from tenure._core import (
     ClaimName,
     CloseSession,
     Command,
+    DescribeNode,
     DescribeSemaphore,
     Effect,
+    NodeDescription,
     Release,
     Renew,
     SessionInfo,
 )
-from tenure._protocol import Welcome
+from tenure._protocol import FrameTooLargeError, Welcome
 from tenure.backends._engine import RECONCILE_PAGE, CommandStore
 from tenure.backends._link import DisconnectedError, Door, Doors, Link, LinkOptions
+from tenure.backends._remote_data import data_refusal
 from tenure.backends._store import BoundSession
 from tenure.backends._watch import EngineWatches
 from tenure.errors import (
@@ -165,6 +168,9 @@ class RemoteStore:
                 if self._owed:
                     self._write_owed(command)
                 return await link.call(command, wait_until=base + self._window)
+            except FrameTooLargeError as error:  # data past the frame: say which limit
+                node = self.session.node
+                raise await data_refusal(command, node, error, self._describe) from None
             except DisconnectedError:
                 if isinstance(command, Acquire):
                     if await self._still_queued(command):
@@ -179,6 +185,10 @@ class RemoteStore:
                 if self.session.deadline_passed() and self.session.ended is not None:
                     raise type(self.session.ended)(*self.session.ended.args) from None
                 raise
+
+    async def _describe(self, node: str) -> NodeDescription:
+        """The node's settings, asked of the server (for :func:`data_refusal`)."""
+        return await self._link.call(DescribeNode(node))
 
     def send_now(self, release: Release) -> asyncio.Future[bool] | None:
         """The Release written now on the session's connection, if it is attached and

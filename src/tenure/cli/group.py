@@ -14,7 +14,7 @@ from tenure._core.values import OwnerInfo, SemaphoreDescription
 from tenure.cli import _render
 from tenure.cli._common import connect, json_option, print_json, run, url_option
 from tenure.cli._status import Status
-from tenure.errors import PreconditionFailedError
+from tenure.errors import NotFoundError, PreconditionFailedError
 
 
 @click.group()
@@ -32,7 +32,8 @@ def ls(node: str, name: str, as_json: bool, url: str) -> int:
     weight (partition members) and for how long, in the order they joined.
 
     Joins under way (not yet members) are counted, not listed. Exit 3 if GROUP does
-    not exist or is not a group.
+    not exist ("no group GROUP in node NODE": nobody has joined it, or its name is
+    mistyped) or is not a group.
     """
 
     async def main() -> int:
@@ -40,7 +41,14 @@ def ls(node: str, name: str, as_json: bool, url: str) -> int:
             connect(url) as client,
             client.session(node, description="tenure group ls") as session,
         ):
-            found = await session.semaphore(name).describe(owners=True)
+            try:
+                found = await session.semaphore(name).describe(owners=True)
+            except NotFoundError:
+                # A group's words, not its semaphore's; an error, not an empty list:
+                # the likely cause is a name mistyped, which an empty list would hide.
+                raise NotFoundError(
+                    f"no group {name!r} in node {node!r} (a group is made by its first join)"
+                ) from None
         if found.ephemeral or found.data != GROUP_DATA:
             raise PreconditionFailedError(f"semaphore {name!r} of node {node!r} is not a group")
         if as_json:

@@ -36,19 +36,31 @@ class CommandAfterDash(click.Command):
 
     Everything after the first ``--`` is the child's, untouched (its options are
     never taken for ours); a missing ``--``, or nothing after it, is a usage error.
+    Without ``--``, whatever click makes of the rest (``tenure lock job echo hi``:
+    "unexpected extra arguments"; ``... ls -l``: "no such option") is told with
+    where the command goes, since that is the likely mistake.
     """
 
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
         """Split ``args`` at the first ``--``; parse what comes before as usual."""
         if "--" not in args:
-            rest = super().parse_args(ctx, args)  # --help still works without a command
-            raise click.UsageError("give the command to run after '--'", ctx)
+            try:
+                super().parse_args(ctx, args)  # --help still works without a command
+            except click.UsageError as error:
+                reason = error.format_message().rstrip(".")
+                raise click.UsageError(f"{reason}; {self.dash_usage(ctx)}", ctx) from None
+            raise click.UsageError(f"no command to run; {self.dash_usage(ctx)}", ctx)
         cut = args.index("--")
         ctx.meta[COMMAND_KEY] = args[cut + 1 :]
         rest = super().parse_args(ctx, args[:cut])
         if not ctx.meta[COMMAND_KEY]:
-            raise click.UsageError("no command after '--'", ctx)
+            raise click.UsageError(f"no command after '--'; {self.dash_usage(ctx)}", ctx)
         return rest
+
+    def dash_usage(self, ctx: click.Context) -> str:
+        """Where the command to run goes: "use: tenure lock [OPTIONS] NAME -- COMMAND..."."""
+        names = [p.human_readable_name for p in self.params if isinstance(p, click.Argument)]
+        return f"use: {' '.join([ctx.command_path, '[OPTIONS]', *names])} -- COMMAND..."
 
 
 def check_waiting(options: dict[str, Any]) -> None:

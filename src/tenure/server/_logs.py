@@ -22,9 +22,18 @@ import logging
 import re
 import sys
 import time
+from collections.abc import Callable
 from typing import Final, TextIO
 
-__all__ = ["LOG_FORMATS", "JsonFormatter", "TextFormatter", "event_name", "setup_logging"]
+__all__ = [
+    "LOG_FORMATS",
+    "JsonFormatter",
+    "TextFormatter",
+    "announce_settings",
+    "event_name",
+    "hold_settings_line",
+    "setup_logging",
+]
 
 #: The formats ``--log-format`` accepts (``auto``: text to a terminal, else JSON).
 LOG_FORMATS: Final = ("auto", "json", "text")
@@ -115,3 +124,23 @@ def setup_logging(log_format: str = "auto", stream: TextIO | None = None) -> str
         logger.setLevel(level)
         logger.propagate = False
     return log_format
+
+
+#: The settings' line of ``tenure serve``, held until the start's outcome is known.
+_held: list[Callable[[], None]] = []
+
+
+def hold_settings_line(emit: Callable[[], None]) -> None:
+    """Hold ``emit`` (it logs the ``config`` line) until :func:`announce_settings`.
+
+    A start that fails must say why on stderr's first line (issue 50: a config
+    record came first, and the reason after it): the line is logged just before
+    ``listening``, or after the reason a start failed.
+    """
+    _held[:] = [emit]
+
+
+def announce_settings() -> None:
+    """Log the held settings' line, if it was not logged yet (once)."""
+    while _held:
+        _held.pop()()

@@ -39,7 +39,7 @@ from tenure.server._durability.identity import has_state, instance_id, lock_data
 from tenure.server._durability.journal import Journal
 from tenure.server._durability.storage import CorruptLogError, DataDir
 from tenure.server._logs import JsonFormatter as JsonFormatter  # where it used to be
-from tenure.server._logs import setup_logging
+from tenure.server._logs import announce_settings, hold_settings_line, setup_logging
 from tenure.server._net.tls import describe
 from tenure.server._reception import ListenError, Sockets, listening_sockets
 from tenure.server._reload import reload_logged
@@ -232,6 +232,7 @@ async def _serve_on(
         "event_loop": "uvloop" if type(loop).__module__.startswith("uvloop") else "asyncio",
         "build": build(),
     }
+    announce_settings()
     log.info("listening", extra={"fields": fields})
     if fields["build"] != "compiled":
         log.warning(
@@ -286,18 +287,25 @@ def configure(args: Namespace, environ: Mapping[str, str]) -> ServeConfig:
 def run(config: ServeConfig) -> int:
     """The ``tenure serve`` command: log the settings, serve, return the exit code.
 
-    The ``config`` line has every setting in JSON (for machines); in text, for a person
-    at a terminal, only those given (a flag, a variable, the config file).
+    The ``config`` line has the settings given (a flag, a variable, the config file)
+    and where each came from, not the defaults of the rest (``tenure serve --help``
+    lists them): a few hundred bytes, not the 5 KB of every setting. It is logged just
+    before ``listening``, or after the reason a start failed, which is then stderr's
+    first line (:func:`~tenure.server._logs.hold_settings_line`).
     """
     if setup_logging(config.log_format) == "json":
-        log.info("config", extra={"event": "config", "fields": config.fields()})
+        why = "config"  # (the message machines select it by)
     else:
         why = "settings given (the rest are at their defaults: tenure serve --help)"
-        log.info(why, extra={"event": "config", "fields": config.given()})
+    fields = config.given()
+    hold_settings_line(lambda: log.info(why, extra={"event": "config", "fields": fields}))
     try:
         factory = loop_factory(config.event_loop)
     except ConfigError as error:
         log.critical("%s", error)
         return 2
-    with asyncio.Runner(loop_factory=factory) as runner:
-        return runner.run(serve(config))
+    try:
+        with asyncio.Runner(loop_factory=factory) as runner:
+            return runner.run(serve(config))
+    finally:
+        announce_settings()  # after a failed start's reason (if it never listened)

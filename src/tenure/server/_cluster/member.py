@@ -56,6 +56,7 @@ from tenure.server._config.cluster_url import ClusterUrl, without_secrets
 from tenure.server._config.serve_config import ServeConfig
 from tenure.server._durability.records import resume_record
 from tenure.server._durability.storage import framed
+from tenure.server._logs import announce_settings
 from tenure.server._observe import ServerObserver
 from tenure.server._reception import ListenError, Sockets
 from tenure.server._role import STANDBY
@@ -384,6 +385,7 @@ class ClusterMember:
                 "cluster": self.url.name,
                 "member": self._role().me.name,
             }
+            announce_settings()  # the settings' line, held until now (server._logs)
             log.info("listening", extra={"fields": fields})
         return server
 

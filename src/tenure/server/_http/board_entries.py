@@ -21,6 +21,7 @@ from typing import Final, TypeVar
 from tenure._core import Engine
 from tenure._core.kind_render import kind_json
 from tenure._core.kinds import GroupKind, Kind, classify
+from tenure._core.members import parse_record
 from tenure._core.semaphore import Owner, Semaphore, Waiter
 from tenure._core.session import Session
 from tenure._core.values import MAX_COUNT, ClientIdentity
@@ -92,7 +93,6 @@ def semaphore_entry(
     else:
         limit = None if sem.limit == MAX_COUNT else sem.limit  # None: no limit
         count = None if sem.count == MAX_COUNT else sem.count
-    each = (kind, engine, shift, max_chars)
     holding, waiting = scan_split(len(owners), len(waiters), scan)
     recipe = classify(
         sem.name,
@@ -102,6 +102,8 @@ def semaphore_entry(
         owners=_first(owners.values(), holding),
         waiters=_first(waiters.values(), waiting),
     )
+    # A group's holders are its members: their owner data is a member record.
+    each = (kind, engine, shift, max_chars, isinstance(recipe, GroupKind))
     return {
         "name": shown_text(sem.name),
         "kind": kind,
@@ -142,10 +144,15 @@ def _holder(
     engine: Engine,
     shift: float,
     max_chars: int,
+    group: bool,
     token: int | None = None,
 ) -> Json:
     session = engine.sessions.get(held.session_id)
-    data, cut = shown_data(held.data, max_chars)
+    record = parse_record(held.data) if group else None
+    # A member shows its id and its own data, not the record they are kept in
+    # ("member joined 8:worker-1 - ..."), as ``tenure group ls`` does.
+    shown = held.data if record is None else record.data
+    data, cut = shown_data(shown, max_chars)
     info: Json = {
         "session_id": held.session_id,
         # A mutex's holder holds it (1); a hold of every token elsewhere is None.
@@ -154,9 +161,15 @@ def _holder(
         "identity": _identity(session.identity if session is not None else None),
         "since": held.since + shift,
         "data": data,
-        "data_bytes": len(held.data),
+        "data_bytes": len(shown),
         "data_truncated": cut,
     }
+    if record is not None:
+        info["member"] = {
+            "id": shown_data(record.id.encode(), max_chars)[0],
+            "state": record.state,
+            "weight": record.weight,
+        }
     if token is not None:
         info["token"] = token
     return info

@@ -64,6 +64,7 @@ from tenure.server._http.board import (
     counters,
     shown_view,
 )
+from tenure.server._http.board_rates import waited
 from tenure.server._http.cluster_view import cluster_view, dashboard_url
 from tenure.server._http.host_check import check_host_and_origin
 from tenure.server._http.login_tickets import LOGOUTS_FILE, LoginTickets
@@ -223,8 +224,9 @@ class Dashboard:
     def sample_rates(self) -> None:
         """Read the server's counters for the rates (:meth:`sample_forever` does, each
         :data:`RATE_SAMPLE_INTERVAL`)."""
-        grants, expired = counters(self.app[METRICS].collect())
-        self.rates.sample(time.monotonic(), grants, expired)
+        families = list(self.app[METRICS].collect())
+        grants, expired = counters(families)
+        self.rates.sample(time.monotonic(), grants, expired, waited(families))
 
     async def sample_forever(self, app: web.Application) -> AsyncIterator[None]:
         """The sampler, for as long as the endpoint runs (an aiohttp cleanup context:
@@ -248,6 +250,7 @@ class Dashboard:
             "access": viewer.access,
             "token": viewer.token.name if viewer.token is not None else None,
             "rates": {"grants": round(grant_rate, 2), "expiries": round(expiry_rate, 2)},
+            "history": self.rates.history(),
             "board": None,
             "cluster": None,
         }

@@ -8,6 +8,7 @@ let clockOffset = 0; // the server's clock minus this browser's, in seconds
 let source = null;
 let shownBoard = null; // the board last rendered, as JSON: redrawn only when it changed
 let shownCluster = null; // the cluster part last rendered, as JSON (likewise)
+let filterText = ""; // the name filter's text, lower case ("": every row)
 
 function el(tag, attrs, ...children) {
   const node = document.createElement(tag);
@@ -74,15 +75,19 @@ function data(info) {
 
 // An election is a mutex whose holder leads: its data is the leader's (an address,
 // say) and its token the leadership's term. The server cannot tell the two apart, so
-// every holder shows its data and token.
-function holder(info, isOwner) {
-  const parts = [
-    el("span", { class: "desc who" }, info.description || "(no description)"),
-    " · ",
-    el("span", { class: "identity who" }, identity(info.identity)),
-    " · session ",
-    el("span", { class: "session-id" }, info.session_id),
-  ];
+// every holder shows its data and token. The client's identity ("(no client name) on
+// vm pid N") is said once per session: in its row of the sessions table, when it has
+// one there (``listed``), else here.
+function holder(info, isOwner, listed) {
+  const parts = [el("span", { class: "desc who" }, info.description || "(no description)")];
+  if (!listed.has(info.session_id)) parts.push(" · ", el("span", { class: "identity who" }, identity(info.identity)));
+  parts.push(" · session ", el("span", { class: "session-id" }, info.session_id));
+  // A group's member: its id (and state, weight), its data its own, not its record.
+  if (info.member) {
+    parts.push(" · member ", el("span", { class: "member-id who" }, info.member.id));
+    if (info.member.state === "joining") parts.push(" (joining)");
+    if (info.member.weight !== null) parts.push(" · weight " + info.member.weight);
+  }
   if (isOwner) {
     parts.push(" · token ", el("span", { class: "token" }, info.token));
     parts.push(" · held for ", age(info.since, "since"));
@@ -194,15 +199,15 @@ function kindCell(sem) {
   return el("td", {}, el("span", { class: "kind", title: named[1] }, named[0]), el("div", attrs, facts));
 }
 
-function semaphoreRow(sem) {
+function semaphoreRow(sem, listed) {
   const tokens = sem.kind === "mutex"
     ? el("span", { class: sem.held ? "held" : "free" }, sem.held ? "held" : "free")
     : el("span", { class: "num" }, (sem.count === null ? "all" : sem.count) + " / " +
       (sem.limit === null ? "no limit" : sem.limit));
-  const owners = el("td", { class: "owners" }, ...sem.owners.map((o) => holder(o, true)),
+  const owners = el("td", { class: "owners" }, ...sem.owners.map((o) => holder(o, true, listed)),
     more(sem.owners.length, sem.owners_total, "owners"));
   if (!sem.owners.length) owners.append(el("span", { class: "muted" }, "nobody"));
-  const queue = el("ol", { class: "queue" }, ...sem.waiters.map((w) => holder(w, false)));
+  const queue = el("ol", { class: "queue" }, ...sem.waiters.map((w) => holder(w, false, listed)));
   const waiters = el("td", { class: "waiters" }, sem.waiters.length ? queue : el("span", { class: "muted" }, "none"),
     more(sem.waiters.length, sem.waiters_total, "waiters"));
   return el("tr", { class: "semaphore", "data-name": sem.name },
@@ -230,12 +235,20 @@ function sessionRow(node, session) {
     actions);
 }
 
+// The most contended first (the most waiters), then the longest held (the oldest
+// grant), then by name: what an operator of a fleet looks for first.
+function contention(a, b) {
+  const held = (sem) => Math.min(...sem.owners.map((o) => o.since), Infinity);
+  return b.waiters_total - a.waiters_total || held(a) - held(b) || (a.name < b.name ? -1 : a.name > b.name ? 1 : 0);
+}
+
 function nodeSection(node) {
   const head = (...names) => el("tr", {}, ...names.map((n) => el("th", {}, n)));
+  const listed = new Set(node.sessions.map((s) => s.session_id));
   const semaphores = node.semaphores.length
     ? el("table", { class: "semaphores" },
       el("thead", {}, head("semaphore", "kind", "tokens", "holders", "waiters (in order)")),
-      el("tbody", {}, ...node.semaphores.map(semaphoreRow)))
+      el("tbody", {}, ...[...node.semaphores].sort(contention).map((sem) => semaphoreRow(sem, listed))))
     : el("p", { class: "muted" }, "no semaphores");
   const sessions = node.sessions.length
     ? el("table", { class: "sessions" },
@@ -322,12 +335,14 @@ function render(message) {
   state.className = "pill " + view.state;
   document.getElementById("grant-rate").textContent = view.rates.grants.toFixed(2);
   document.getElementById("expiry-rate").textContent = view.rates.expiries.toFixed(2);
+  drawHistory(view.history);
   document.getElementById("access").textContent =
     (view.token ? "token " + view.token + " (" + view.access + ")" : view.access);
   document.getElementById("logout").hidden = !view.token;
   // A standby grants nothing and ends nothing: its own rates would only say 0.
   const standby = Boolean(view.cluster && view.cluster.role === "standby");
   for (const id of ["grant-rate", "expiry-rate"]) document.getElementById(id).parentElement.hidden = standby;
+  document.getElementById("history").hidden = standby;
   renderCluster(view.cluster);
   const main = document.getElementById("board");
   const boardText = JSON.stringify(view.board);
@@ -346,6 +361,48 @@ function render(message) {
     ? el("p", { class: "more cut" }, "the rest is left out: the view reached --dashboard-max-bytes")
     : null;
   main.replaceChildren(...sections, ...(rest ? [rest] : []), ...(cut ? [cut] : []));
+  applyFilter();
+}
+
+// The name filter: a semaphore row shows when its name, or its node's, has the text.
+function applyFilter() {
+  for (const row of document.querySelectorAll("tr.semaphore")) {
+    const node = row.closest("section.node").dataset.node.toLowerCase();
+    const name = row.dataset.name.toLowerCase();
+    row.hidden = Boolean(filterText) && !name.includes(filterText) && !node.includes(filterText);
+  }
+}
+
+// The last minute's grants, waits and expiries per second (one point a second,
+// oldest first), as three lines of one small chart; its title says the last values.
+const SERIES = ["grants", "waits", "expiries"];
+function drawHistory(history) {
+  const box = document.getElementById("history");
+  if (!history || !history.grants.length) {
+    box.replaceChildren();
+    return;
+  }
+  const width = 180, height = 28;
+  const top = Math.max(1, ...SERIES.flatMap((name) => history[name]));
+  const svgNs = "http://www.w3.org/2000/svg";
+  const svg = document.createElementNS(svgNs, "svg");
+  svg.setAttribute("width", width);
+  svg.setAttribute("height", height);
+  svg.setAttribute("viewBox", "0 0 " + width + " " + height);
+  for (const name of SERIES) {
+    const values = history[name];
+    const step = values.length > 1 ? width / (values.length - 1) : 0;
+    const points = values.map((v, i) => (i * step).toFixed(1) + "," + (height - 1 - (v / top) * (height - 2)).toFixed(1));
+    const line = document.createElementNS(svgNs, "polyline");
+    line.setAttribute("class", "series " + name);
+    line.setAttribute("data-series", name);
+    line.setAttribute("points", points.join(" "));
+    svg.append(line);
+  }
+  const last = (name) => history[name][history[name].length - 1];
+  box.title = "the last minute, per second: grants (now " + last("grants") + "), waits (" + last("waits") +
+    "), expiries (" + last("expiries") + "); the chart's top is " + top + "/s";
+  box.replaceChildren(svg);
 }
 
 function notice(text) {
@@ -371,9 +428,12 @@ async function endSession(node, sessionId) {
   notice(ok ? "" : "could not end session " + sessionId + ": " + (answer.error || "refused"));
 }
 
+// Before a login the header has nothing to say of a server it may not see: its
+// state ("connecting", which it is not), rates, counts and live mark are hidden.
 function showLogin(show) {
   document.getElementById("login").hidden = !show;
   document.getElementById("board").hidden = show;
+  for (const part of document.querySelectorAll("header .status")) part.hidden = show;
 }
 
 async function start() {
@@ -406,6 +466,10 @@ document.getElementById("logout").addEventListener("click", async () => {
   if (source) source.close();
   source = null;
   showLogin(true);
+});
+document.getElementById("filter").addEventListener("input", (event) => {
+  filterText = event.target.value.trim().toLowerCase();
+  applyFilter();
 });
 setInterval(tickAges, 1000);
 start();
