@@ -14,7 +14,7 @@ check, and the route refuses (403): such a server reloads on SIGHUP only.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Final
 
 from aiohttp import web
@@ -22,18 +22,50 @@ from aiohttp import web
 from tenure.server._http import guessing
 from tenure.server._http.application import SERVING
 from tenure.server._http.viewer import bearer
-from tenure.server._net.auth import Access, Token
+from tenure.server._net.auth import Access, Token, Tokens
 from tenure.server._reload import Prepare, reload_logged
 
-__all__ = ["RELOADS", "add_admin_routes", "is_admin"]
+__all__ = ["RELOADS", "add_admin_routes", "admin_token", "is_admin"]
 
 #: What a reload reads besides the server's own files (the HTTP port's TLS files).
 RELOADS: Final = web.AppKey("reloads", Sequence[Prepare])
 
 
 def is_admin(token: Token) -> bool:
-    """Whether ``token`` may reload the server: read-write, every node."""
+    """Whether ``token`` is an admin token: read-write, every node."""
     return token.access is Access.READ_WRITE and token.nodes is None
+
+
+def admin_token(
+    request: web.Request,
+    tokens: Tokens | None,
+    act: str,
+    render: Callable[[int, str], web.Response],
+    without_auth: str,
+) -> Token | web.Response:
+    """The admin token that asks ``request`` to ``act`` (reload, take a backup), or the
+    response that refuses it, made by ``render(status, why)`` (each route its own
+    format): no auth file (403, ``without_auth``), too many guesses from its address (the guessing
+    throttle's), no or a wrong secret (401), a token that is not an admin's (403).
+    The one rule for every admin route, its guesses counted as the HTTP port's are."""
+    if tokens is None:
+        return render(403, without_auth)
+    refusal = guessing.blocked(request, tokens)
+    if refusal is not None:
+        return refusal
+    token = tokens.authenticate(bearer(request))
+    guessing.attempt(request, tokens, token is not None)
+    if token is None:
+        response = render(401, "send Authorization: Bearer with an admin token's secret")
+        response.headers["WWW-Authenticate"] = 'Bearer realm="tenure admin"'
+        return response
+    if not is_admin(token):
+        return render(
+            403,
+            f"token {token.name!r} is not an admin token (read-write on every node): "
+            f"it may not {act}",
+        )
+    return token
 
 
 async def reload_files(request: web.Request) -> web.Response:
@@ -41,22 +73,10 @@ async def reload_files(request: web.Request) -> web.Response:
     server = request.app[SERVING].server
     if server is None:
         return _error(503, "not serving yet: nothing to reload")
-    tokens = server.gate.tokens
-    if tokens is None:
-        return _error(403, "this server has no auth file: send it SIGHUP to reload")
-    refusal = guessing.blocked(request, tokens)
-    if refusal is not None:
-        return refusal
-    token = tokens.authenticate(bearer(request))
-    guessing.attempt(request, tokens, token is not None)
-    if token is None:
-        response = _error(401, "send Authorization: Bearer with an admin token's secret")
-        response.headers["WWW-Authenticate"] = 'Bearer realm="tenure admin"'
-        return response
-    if not is_admin(token):
-        return _error(
-            403, f"token {token.name!r} may not reload: that takes read-write on every node"
-        )
+    without = "this server has no auth file: send it SIGHUP to reload"
+    token = admin_token(request, server.gate.tokens, "reload", _error, without)
+    if isinstance(token, web.Response):
+        return token
     done = reload_logged(
         server, request.app.get(RELOADS, ()), token=token.name, address=request.remote
     )

@@ -34,11 +34,8 @@ from aiohttp import web
 from tenure._core.snapshot import dump
 from tenure.server._durability.backup import BackupHeader, fork_dump, preamble
 from tenure.server._durability.journal import collector_paused
-from tenure.server._http import guessing
+from tenure.server._http.admin import admin_token
 from tenure.server._http.application import SERVING
-from tenure.server._http.viewer import bearer
-from tenure.server._net.auth import Access
-from tenure.server._serve import Server
 
 __all__ = ["CHUNK", "LEADER_HEADER", "add_backup_routes"]
 
@@ -52,31 +49,8 @@ LEADER_HEADER: Final = "Tenure-Leader"
 _VERSION_KEY: Final = web.AppKey("backup_version", str)
 
 
-def _refusal(request: web.Request, server: Server) -> web.Response | str:
-    """Why the request may not take a backup (its response), or the name of the admin
-    token that asks."""
-    tokens = server.gate.tokens
-    if tokens is None:
-        return web.Response(
-            status=403, text="a backup needs an admin token: start the server with --auth-file\n"
-        )
-    blocked = guessing.blocked(request, tokens)
-    if blocked is not None:
-        return blocked
-    token = tokens.authenticate(bearer(request))
-    guessing.attempt(request, tokens, token is not None)
-    if token is None:
-        return web.Response(
-            status=401,
-            text="send Authorization: Bearer with an admin token's secret\n",
-            headers={"WWW-Authenticate": 'Bearer realm="tenure admin"'},
-        )
-    if token.access is not Access.READ_WRITE or token.nodes is not None:
-        return web.Response(
-            status=403,
-            text=f"token {token.name!r} is not an admin token (read-write, every node)\n",
-        )
-    return token.name
+def _text(status: int, why: str) -> web.Response:
+    return web.Response(status=status, text=f"{why}\n")
 
 
 async def backup(request: web.Request) -> web.StreamResponse:
@@ -84,8 +58,9 @@ async def backup(request: web.Request) -> web.StreamResponse:
     server = request.app[SERVING].server
     if server is None:
         return web.Response(status=503, text="not serving yet\n")
-    admin = _refusal(request, server)
-    if not isinstance(admin, str):
+    without = "a backup needs an admin token: start the server with --auth-file"
+    admin = admin_token(request, server.gate.tokens, "take a backup", _text, without)
+    if isinstance(admin, web.Response):
         return admin
     if not server.role.leading:
         leader = server.role.leader("http")
@@ -133,7 +108,7 @@ async def backup(request: web.Request) -> web.StreamResponse:
     await response.write_eof()
     fields = {"chunks": chunks, "loop_items": loop_items, "last_token": header.last_token}
     log.info("backup taken", extra={"event": "backup", "fields": fields})
-    server.audit.record("backup", token=admin, address=request.remote, outcome="ok", **fields)
+    server.audit.record("backup", token=admin.name, address=request.remote, outcome="ok", **fields)
     return response
 
 
