@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import subprocess
 import sys
 import urllib.error
@@ -229,3 +230,46 @@ def test_a_backup_needs_an_auth_file_and_an_admin_secret(tmp_path: Path) -> None
         assert "HTTP endpoint" in native.stderr
     assert not (tmp_path / "b").exists()
     assert not list(tmp_path.glob("*.partial"))
+
+
+def test_backups_at_once_are_bounded_by_max_backups(tmp_path: Path) -> None:
+    """A backup being streamed counts against ``--max-backups`` (1 here): one more is
+    answered 429 and audited; once the first one's client went away, the next is taken
+    (the count is given back however a backup ends)."""
+    auth = tmp_path / "auth.toml"
+    auth.write_text(AUTH)
+    audit = tmp_path / "audit.jsonl"
+    old, http = serve(tmp_path / "old", auth, "--audit-log", str(audit), "--max-backups", "1")
+    with old, tenure.sync.connect(f"tenure://127.0.0.1:{old.port}?token={ADMIN}") as client:
+        client.create_node("app")
+        with client.session("app") as holder:
+            # ~20 MB of state: more than loopback's socket buffers hold, so a backup
+            # whose client reads nothing stays in flight.
+            for n in range(320):
+                holder.semaphore(f"big-{n}").acquire(data=bytes(60_000), ephemeral=True)
+            slow = socket.create_connection(("127.0.0.1", http), timeout=WAIT)
+            try:
+                slow.sendall(
+                    b"POST /admin/backup HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                    + f"Authorization: Bearer {ADMIN}\r\nContent-Length: 0\r\n\r\n".encode()
+                )
+                assert slow.recv(12).startswith(b"HTTP/1.1 200")  # it is streaming
+                busy = tenure_cli(
+                    "backup", "--url", f"http://127.0.0.1:{http}", str(tmp_path / "second")
+                )
+                assert busy.returncode != 0
+                assert "max_backups (1)" in busy.stderr, busy.stderr
+                assert not (tmp_path / "second").exists()
+            finally:
+                slow.close()
+            for _ in range(40):  # the server sees the first client gone at its next write
+                again = tenure_cli(
+                    "backup", "--url", f"http://127.0.0.1:{http}", str(tmp_path / "third")
+                )
+                if again.returncode == 0:
+                    break
+                assert "max_backups (1)" in again.stderr, again.stderr
+            assert again.returncode == 0, again.stderr
+    lines = [json.loads(t) for t in audit.read_text().splitlines() if '"backup"' in t]
+    assert ("limit_exceeded", "ops") in {(line["outcome"], line["token"]) for line in lines}
+    assert [line["outcome"] for line in lines].count("ok") >= 1

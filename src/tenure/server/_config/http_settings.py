@@ -177,6 +177,16 @@ HTTP_SETTINGS: Final = (
         in_range(1, 10_000),
     ),
     Setting(
+        "max_backups",
+        int,
+        1,
+        "N",
+        "backups taken at once (tenure backup, POST /admin/backup), at most: each forks a "
+        "child holding a copy-on-write view of the state; one more is answered 429 and "
+        "audited, 1 to 16 (default: %(default)s)",
+        in_range(1, 16),
+    ),
+    Setting(
         "dashboard_ticket_ttl",
         float,
         28800.0,

@@ -36,6 +36,7 @@ from tenure.server._durability.backup import BackupHeader, fork_dump, preamble
 from tenure.server._durability.journal import collector_paused
 from tenure.server._http.admin import admin_token
 from tenure.server._http.application import SERVING
+from tenure.server._serve import Server
 
 __all__ = ["CHUNK", "LEADER_HEADER", "add_backup_routes"]
 
@@ -47,6 +48,16 @@ CHUNK: Final = 256 * 1024
 LEADER_HEADER: Final = "Tenure-Leader"
 #: The server's version as a backup's header states it (the endpoint's metrics know it).
 _VERSION_KEY: Final = web.AppKey("backup_version", str)
+
+
+class _Taking:
+    """The backups being taken now (``max_backups`` bounds them)."""
+
+    count: int = 0
+
+
+#: The backups being taken now.
+_TAKING: Final = web.AppKey("backups_taking", _Taking)
 
 
 def _text(status: int, why: str) -> web.Response:
@@ -67,6 +78,24 @@ async def backup(request: web.Request) -> web.StreamResponse:
         headers = {LEADER_HEADER: leader} if leader else {}
         where = f"; the leader is at {leader}" if leader else "; no leader is known"
         return web.Response(status=421, text=f"not the leader{where}\n", headers=headers)
+    taking = request.app[_TAKING]
+    if taking.count >= server.config.max_backups:
+        # Each backup forks a child holding its copy-on-write view of the state: a
+        # burst of them would hold as many views (and the leader's loop, as many walks).
+        why = f"max_backups ({server.config.max_backups}) backups are being taken; try again later"
+        server.audit.record(
+            "backup", token=admin.name, address=request.remote, outcome="limit_exceeded", why=why
+        )
+        return _text(429, why)
+    taking.count += 1
+    try:
+        return await _stream(request, server, admin.name)
+    finally:
+        taking.count -= 1
+
+
+async def _stream(request: web.Request, server: Server, admin: str) -> web.StreamResponse:
+    """Take the backup and stream it (the caller counted it in)."""
     engine = server.host.engine
     # The state is taken here, before any await: the header's token and the snapshot
     # are of one instant (a command served during an await would come between them).
@@ -108,7 +137,7 @@ async def backup(request: web.Request) -> web.StreamResponse:
     await response.write_eof()
     fields = {"chunks": chunks, "loop_items": loop_items, "last_token": header.last_token}
     log.info("backup taken", extra={"event": "backup", "fields": fields})
-    server.audit.record("backup", token=admin.name, address=request.remote, outcome="ok", **fields)
+    server.audit.record("backup", token=admin, address=request.remote, outcome="ok", **fields)
     return response
 
 
@@ -164,4 +193,5 @@ def _reap(pid: int) -> int:
 def add_backup_routes(app: web.Application, version: str = "") -> None:
     """``POST /admin/backup``; ``version``: the server's, stated in each backup."""
     app[_VERSION_KEY] = version
+    app[_TAKING] = _Taking()
     app.router.add_post("/admin/backup", backup)
