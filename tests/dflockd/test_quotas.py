@@ -13,7 +13,7 @@ import pytest
 
 from tenure.server._durability.examine import examine
 from tests.dflockd.conftest import Raws, Serve, grant, server_args, unique
-from tests.server.tenants import slow_tokens, token, write_auth_file
+from tests.server.tenants import audit_lines, slow_tokens, token, write_auth_file
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -25,7 +25,8 @@ async def test_a_tokens_sessions_quota_bounds_its_locks(
     serve: Serve, raw: Raws, tmp_path: Path
 ) -> None:
     auth = write_auth_file(tmp_path, *TOKENS)
-    server = serve(*server_args("--auth-file", str(auth)))
+    audit = tmp_path / "audit.jsonl"
+    server = serve(*server_args("--auth-file", str(auth), "--audit-log", str(audit)))
     small = await raw.connect(server.port)
     assert await small.ask("auth", "_", SMALL) == "ok"
     keys = [unique("q") for _ in range(3)]
@@ -35,6 +36,18 @@ async def test_a_tokens_sessions_quota_bounds_its_locks(
     other = await raw.connect(server.port)
     assert await other.ask("auth", "_", OTHER) == "ok"
     grant(await other.ask("l", keys[2], "5 60"), lease=60)
+    # Audited as on the native face: the token's name, the address, never a secret.
+    [refusal] = audit_lines(audit, "quota_refused")
+    assert (refusal["token"], refusal["outcome"]) == ("small", "limit_exceeded")
+    assert refusal["address"] == "127.0.0.1"
+    assert refusal["what"] == {
+        "via": "dflockd",
+        "request": "Acquire",
+        "key": keys[2],
+        "quota": "sessions",
+        "why": "token 'small' is over its quota sessions (2)",
+    }
+    assert SMALL not in audit.read_text()
     # A release gives the place back.
     assert await small.ask("r", keys[0], tokens[0]) == "ok"
     grant(await small.ask("l", unique("q"), "5 60"), lease=60)

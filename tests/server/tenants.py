@@ -9,11 +9,14 @@ tokens side by side on a server of its own: :func:`token` is one ``[[token]]`` t
 from __future__ import annotations
 
 import hashlib
+import json
+import time
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 from .http import Samples, scrape
-from .wire import ServerProcess, free_port
+from .wire import WAIT, ServerProcess, free_port
 
 
 def token(
@@ -76,3 +79,16 @@ class TenantServer(ServerProcess):
         """``/metrics`` of this server (started with ``http``), parsed."""
         assert self.http_port, "this server was started without http=True"
         return await scrape(self.http_port)
+
+
+def audit_lines(path: Path, act: str, count: int = 1) -> list[dict[str, Any]]:
+    """The audit log's lines of ``act`` once there are ``count`` (the writer is a
+    thread: bounded by WAIT), or what there is then."""
+    deadline = time.monotonic() + WAIT
+    while True:
+        text = path.read_text() if path.exists() else ""
+        found = [json.loads(t) for t in text.splitlines() if t.startswith("{")]
+        found = [line for line in found if line.get("act") == act]
+        if len(found) >= count or time.monotonic() > deadline:
+            return found
+        time.sleep(0.02)

@@ -11,7 +11,7 @@ from typing import Any, Final
 import pytest
 
 from tenure.compat.ydb import _protos as pb
-from tests.server.tenants import slow_tokens, token, write_auth_file
+from tests.server.tenants import audit_lines, slow_tokens, token, write_auth_file
 from tests.ydb_face.conftest import DATABASE, start_server, unique
 from tests.ydb_face.raw import (
     QUIET,
@@ -37,7 +37,10 @@ async def test_nodes_and_sessions_quotas_on_the_ydb_face(
     tmp_path: Path, raw: Callable[..., Any]
 ) -> None:
     auth = write_auth_file(tmp_path, *TOKENS, name="tokens.toml")
-    server = start_server(tmp_path / "data", "--auth-file", str(auth), *QUIET)
+    audit = tmp_path / "audit.jsonl"
+    server = start_server(
+        tmp_path / "data", "--auth-file", str(auth), "--audit-log", str(audit), *QUIET
+    )
     try:
         path = f"{DATABASE}/{unique()}"
         assert (await node_call(server, "Create", path, ticket(JOBS))).status == Status.SUCCESS
@@ -56,6 +59,16 @@ async def test_nodes_and_sessions_quotas_on_the_ydb_face(
         messages = [issue.message for issue in failure.issues]
         assert messages == ["token 'jobs' is over its quota sessions (2)"], failure
         await open_session(raw, path, server, ticket(ADMIN))  # others: unaffected
+        # The session's refusal is audited as on the native face (the node's is the
+        # node call's own line, node_create refused): the token's name, never a secret.
+        refusals = audit_lines(audit, "quota_refused")
+        assert [(line["token"], line["outcome"]) for line in refusals] == [
+            ("jobs", "limit_exceeded")
+        ]
+        assert refusals[0]["address"] == "127.0.0.1"
+        assert refusals[0]["what"]["quota"] == "sessions"
+        assert refusals[0]["what"]["via"] == "ydb"
+        assert JOBS not in audit.read_text()
     finally:
         server.process.kill()
 

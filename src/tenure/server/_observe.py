@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from tenure._core import Command, Effect
-from tenure.errors import ErrorCode
+from tenure.errors import ErrorCode, LimitExceededError
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,3 +83,33 @@ class Auditor(Protocol):
     ) -> None:
         """Record ``act`` by token ``token`` from ``address`` with ``outcome``; ``what``
         names what it acted on (never a secret)."""
+
+
+def record_quota_refusal(
+    audit: Auditor | None,
+    error: BaseException,
+    *,
+    token: str | None,
+    address: str | None,
+    **what: object,
+) -> None:
+    """Record ``error`` as a ``quota_refused`` line if a quota of the token or the
+    memory budget refused the request (a :class:`~tenure.errors.LimitExceededError`
+    naming its quota, also as the cause of the face's own error); anything else, or
+    no audit log (``audit`` None), records nothing. What the native face records for
+    the same refusal (:mod:`tenure.server._net.audit_acts`), for the other faces."""
+    if audit is None:
+        return
+    cause = error if isinstance(error, LimitExceededError) else error.__cause__
+    quota = cause.quota if isinstance(cause, LimitExceededError) else None
+    if quota is None:
+        return
+    audit.record(
+        "quota_refused",
+        token=token,
+        address=address,
+        outcome="limit_exceeded",
+        quota=quota,
+        why=str(cause),
+        **what,
+    )

@@ -51,7 +51,7 @@ from tenure.server._config.setting import Setting, in_range, one_of
 from tenure.server._net.auth import Access, Token, Tokens, denial
 from tenure.server._net.outbox import Connection, reset
 from tenure.server._net.throttle import peer_host
-from tenure.server._observe import Auditor, CounterFamily, FaceObserver
+from tenure.server._observe import Auditor, CounterFamily, FaceObserver, record_quota_refusal
 from tenure.server._role import STANDALONE_ROLE, Role
 
 __all__ = [
@@ -78,6 +78,7 @@ __all__ = [
     "in_range",
     "one_of",
     "peer_host",
+    "record_quota_refusal",
     "reset",
 ]
 

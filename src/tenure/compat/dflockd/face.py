@@ -61,7 +61,7 @@ from tenure.compat.dflockd.loop import READ_SIZE, LineLoop, Pace
 from tenure.compat.dflockd.metrics import DflockdCounts
 from tenure.compat.dflockd.settings import SETTINGS, DflockdSettings
 from tenure.errors import AlreadyExistsError, ErrorCode, LimitExceededError, TenureError
-from tenure.server.plug import HostCalls, Plug, Tokens
+from tenure.server.plug import Auditor, HostCalls, Plug, Tokens, peer_host, record_quota_refusal
 
 log = logging.getLogger("tenure.server")
 
@@ -86,8 +86,12 @@ class DflockdFace:
         forget: Callable[[int], None],
         connections: Callable[[], int],
         observer: DflockdCounts | None = None,
+        audit: Auditor | None = None,
     ) -> None:
+        """``audit``: where a refusal by a quota of a connection's token, or by the
+        memory budget, is recorded (``--audit-log``; None: off)."""
         self.host = host
+        self.audit = audit
         self.settings = settings
         self.tokens = tokens
         self.holds = Registry()
@@ -125,6 +129,7 @@ class DflockdFace:
             forget=plug.forget,
             connections=plug.connections,
             observer=plug.observer_as(DflockdCounts),
+            audit=plug.audit,
         )
 
     # -- the face, as the server sees it ------------------------------------------------
@@ -173,6 +178,7 @@ class DflockdFace:
             # (Counted in /metrics, tenure_quota_refusals_total: a line per refusal
             # would let a token write the server's log at the rate it is refused.)
             log.debug("dflockd: %s", error)
+            self._refused(conn, error, type(request).__name__)
             return wire.ERROR
         await self.host.caught_up()  # (a mass expiry's slices first: --step-budget)
         try:
@@ -206,6 +212,17 @@ class DflockdFace:
                 return wire.ERROR
         return wire.ERROR  # pragma: no cover - the match is exhaustive
 
+    def _refused(
+        self, conn: DflockdConn, error: LimitExceededError, request: str, key: str = ""
+    ) -> None:
+        """Record a refusal by a quota or the memory budget in the audit log (as the
+        native face does: the token's name, the client's address, never a secret)."""
+        what: dict[str, object] = {"via": "dflockd", "request": request}
+        if key:
+            what["key"] = key
+        address = peer_host(conn.peer)
+        record_quota_refusal(self.audit, error, token=conn.token or None, address=address, **what)
+
     # -- acquiring ----------------------------------------------------------------------
 
     def _start(
@@ -228,8 +245,9 @@ class DflockdFace:
                 CreateSession(node_of(semaphore), self.keeper.key, None, SESSION_DESCRIPTION),
                 conn.token,
             )
-        except LimitExceededError as error:  # a quota of its token, or the memory budget
-            log.info("dflockd: %s", error)
+        except LimitExceededError as refusal:  # a quota of its token, or the memory budget
+            log.info("dflockd: %s", refusal)
+            self._refused(conn, refusal, "Acquire", key)
             return None, wire.ERROR
         hold = Hold(info.session_id, key, semaphore, lease, conn.conn_id)
         self.keeper.own(hold)
@@ -249,12 +267,13 @@ class DflockdFace:
                     float(lease),
                 )
             )
-        except LimitExceededError as error:
+        except LimitExceededError as refusal:
             self._end(hold)
-            if "max_waiters" in str(error):
+            if "max_waiters" in str(refusal):
                 return None, wire.ERROR_MAX_WAITERS
-            if "quota" in str(error) or "memory budget" in str(error):
-                log.info("dflockd: %s", error)
+            if refusal.quota is not None:  # a quota of its token, or the memory budget
+                log.info("dflockd: %s", refusal)
+                self._refused(conn, refusal, "Acquire", key)
                 return None, wire.ERROR
             return None, wire.ERROR_LIMIT_MISMATCH  # the key is a semaphore of another limit
         except TenureError:

@@ -113,11 +113,12 @@ class YdbFace:
             database,
             lambda: self.draining,
             self._peer,
+            audit=audit,
             step_budget=config.step_budget,
             max_listed=settings.max_listed_resources,
         )
         self.sessions = YdbSessions(
-            host, database, send, finish, attach, forget, settings.ping_interval, observer
+            host, database, send, finish, attach, forget, settings.ping_interval, observer, audit
         )
         #: The Session streams, served and kept.
         self.calls = SessionCalls(

@@ -67,7 +67,7 @@ from tenure.compat.ydb.settings import DEFAULT_MAX_LISTED_RESOURCES
 from tenure.compat.ydb.steps import WriteStep, admit_request, authorize
 from tenure.compat.ydb.tickets import Tickets, UnauthorizedError
 from tenure.errors import LimitExceededError, TenureError, code_of
-from tenure.server.plug import HostCalls, Token
+from tenure.server.plug import Auditor, HostCalls, Token, peer_host, record_quota_refusal
 
 #: The gRPC service.
 SERVICE: Final = "Ydb.RateLimiter.V1.RateLimiterService"
@@ -110,10 +110,14 @@ class RateLimiterCalls:
         draining: Callable[[], bool],
         peer: Callable[[Any], str],
         *,
+        audit: Auditor | None = None,
         step_budget: int = DEFAULT_STEP_BUDGET,
         max_listed: int = DEFAULT_MAX_LISTED_RESOURCES,
     ) -> None:
+        """``audit``: where a refusal by a quota or the memory budget is recorded
+        (``--audit-log``; None: off)."""
         self.host = host
+        self.audit = audit
         self.tickets = tickets
         self.database = database
         self.step_budget = step_budget
@@ -169,6 +173,20 @@ class RateLimiterCalls:
         operation = await self._run(request, context, self._acquire)
         return pb.rate_limiter.AcquireResourceResponse(operation=operation)
 
+    def _refused(
+        self, token: Token | None, context: Any, error: BaseException, request: Any
+    ) -> None:
+        """Record ``error`` in the audit log if a quota of ``token``, or the memory
+        budget, refused the call (as the native face does)."""
+        record_quota_refusal(
+            self.audit,
+            error,
+            token=token.name if token is not None else None,
+            address=peer_host(self._peer(context)),
+            via="ydb",
+            request=type(request).__name__,
+        )
+
     async def _run(self, request: Any, context: Any, work: Work) -> Any:
         """Do ``work`` for the call; its operation, once durable (and its wait is over).
 
@@ -177,6 +195,7 @@ class RateLimiterCalls:
         """
         loop = asyncio.get_running_loop()
         started, wait = 0.0, 0.0
+        token: Token | None = None
         try:
             if self._draining():
                 raise pb.StatusError(_Status.UNAVAILABLE, "the server is shutting down")
@@ -190,8 +209,10 @@ class RateLimiterCalls:
         except UnauthorizedError as error:
             answer = pb.operation(_Status.UNAUTHORIZED, why=[str(error)])
         except pb.StatusError as error:
+            self._refused(token, context, error, request)
             answer = pb.operation(error.status, why=[str(error)])
         except (TenureError, TimeoutError) as error:
+            self._refused(token, context, error, request)
             answer = pb.operation(pb.status_of(code_of(error)), why=[str(error)])
         await self.host.committed()  # no answer tells of a change the disk lacks
         if self.host.dead:

@@ -81,8 +81,11 @@ class SemaphoreRequests:
         host: HostCalls,
         execute: Callable[[SessionStream, Command[Any]], Any],
         send: Callable[[SessionStream, Any], None],
+        refused: Callable[[SessionStream, BaseException, str], None],
     ) -> None:
+        """``refused``: told of each request refused, to audit a quota's refusal."""
         self.host = host
+        self._refused = refused
         self._execute = execute
         self._send = send
         self._request_ids = itertools.count(1)  # the engine's names of queued acquires
@@ -100,9 +103,11 @@ class SemaphoreRequests:
                 return
             answer(self, stream, request)
         except (TenureError, TimeoutError) as error:
+            self._refused(stream, error, kind)
             status = pb.status_of(code_of(error))
             self._result(stream, result_kind, request.req_id, status, str(error), request)
         except pb.StatusError as error:
+            self._refused(stream, error, kind)
             self._result(stream, result_kind, request.req_id, error.status, str(error), request)
 
     # -- the requests --------------------------------------------------------------------

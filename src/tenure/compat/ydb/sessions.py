@@ -48,7 +48,14 @@ from tenure.compat.ydb.semaphores import SEMAPHORE_REQUESTS, SemaphoreRequests
 from tenure.compat.ydb.steps import admit_request
 from tenure.compat.ydb.stream import SessionStream
 from tenure.errors import ErrorCode, TenureError, code_of
-from tenure.server.plug import Connection, HostCalls, denial
+from tenure.server.plug import (
+    Auditor,
+    Connection,
+    HostCalls,
+    denial,
+    peer_host,
+    record_quota_refusal,
+)
 
 #: The longest session timeout YDB takes (30 minutes), in milliseconds.
 MAX_SESSION_TIMEOUT_MS: Final = 1_800_000
@@ -77,8 +84,11 @@ class YdbSessions:
         forget: Callable[[int], None],
         ping_interval: float,
         observer: YdbCounts | None = None,
+        audit: Auditor | None = None,
     ) -> None:
-        """``observer``: told of each request answered (None: not measured)."""
+        """``observer``: told of each request answered (None: not measured); ``audit``:
+        where a refusal by a quota or the memory budget is recorded (None: off)."""
+        self.audit = audit
         self.host = host
         self.database = database
         self._send_bytes = send
@@ -87,7 +97,7 @@ class YdbSessions:
         self._forget = forget
         self.ping_interval = ping_interval
         self.observer = observer
-        self.semaphores = SemaphoreRequests(host, self._execute, self.send)
+        self.semaphores = SemaphoreRequests(host, self._execute, self.send, self.refused)
         #: The stream each session is attached to (its effects go there).
         self.by_session: dict[int, SessionStream] = {}
 
@@ -149,9 +159,11 @@ class YdbSessions:
             else:
                 sid, timeout = self._create(stream, start)
         except pb.StatusError as error:
+            self.refused(stream, error, "SessionStart")
             self.fail(stream, error.status, str(error))
             return
         except (TenureError, TimeoutError) as error:
+            self.refused(stream, error, "SessionStart")
             code = code_of(error)
             status = pb.Status.NOT_FOUND if code is ErrorCode.NOT_FOUND else pb.status_of(code)
             self.fail(stream, status, str(error))
@@ -211,6 +223,7 @@ class YdbSessions:
         try:
             admit_request(self.host, stream.token)  # (refused: the stream ends, detached)
         except pb.StatusError as error:
+            self.refused(stream, error, "SessionStop")
             self.fail(stream, error.status, str(error))
             return
         stream.acquires.clear()  # YDB answers none of a stopped session's queued acquires
@@ -285,6 +298,15 @@ class YdbSessions:
         opaque = secrets.randbits(63) | 1  # non-zero
         self.send(stream, _Response(ping={"opaque": opaque}))
         self._schedule_ping(stream, interval)
+
+    def refused(self, stream: SessionStream, error: BaseException, request: str) -> None:
+        """Record ``error`` in the audit log if a quota of the stream's token, or the
+        memory budget, refused its ``request`` (as the native face does)."""
+        token = stream.token.name if stream.token is not None else None
+        address = peer_host(stream.peer) if stream.peer else None
+        record_quota_refusal(
+            self.audit, error, token=token, address=address, via="ydb", request=request
+        )
 
     def _execute(self, stream: SessionStream, command: Command[Any]) -> Any:
         """Apply ``command`` for ``stream``, as its token may (UNAUTHORIZED if it may not)."""

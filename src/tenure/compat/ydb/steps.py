@@ -125,4 +125,5 @@ def admit_request(host: HostCalls, token: Token | None) -> None:
     try:
         host.admit_request(token.name)
     except LimitExceededError as error:
-        raise pb.StatusError(pb.Status.OVERLOADED, str(error)) from None
+        # (Its cause kept: the audit log names the quota, record_quota_refusal.)
+        raise pb.StatusError(pb.Status.OVERLOADED, str(error)) from error
