@@ -14,6 +14,7 @@ import ydb
 from ydb.coordination import CoordinationClient
 
 from tenure.compat.ydb import _protos as pb
+from tests.server.net.test_reload import reloads
 from tests.server.wire import WAIT
 from tests.ydb_face.conftest import DATABASE, YdbServer, start_server, unique
 from tests.ydb_face.raw import Status, unary
@@ -141,3 +142,42 @@ async def test_mutual_tls_needs_a_client_certificate_of_the_ca(tmp_path: Path) -
         assert answered.operation.status == Status.SUCCESS
     finally:
         mutual.server.process.kill()
+
+
+async def test_a_reload_rotates_the_ydb_ports_certificate_keeping_open_channels(
+    tmp_path: Path,
+) -> None:
+    """SIGHUP reads the TLS files again for the YDB port too (issue 50): a new handshake
+    gets the new certificate (one of another CA here, so a client that trusts only the
+    old one is refused); a channel connected before is served still."""
+    old = tls_server(tmp_path, mutual=False)
+    try:
+        port, request = old.server.ydb_port, pb.discovery.ListEndpointsRequest(database=DATABASE)
+        reply = pb.discovery.ListEndpointsResponse
+        address = f"127.0.0.1:{port}"
+        # A channel of its own (no subchannel shared with the calls below), kept open.
+        options = [("grpc.use_local_subchannel_pool", 1)]
+        async with grpc.aio.secure_channel(address, old.credentials, options) as before:
+            call = before.unary_unary(
+                LIST_ENDPOINTS,
+                request_serializer=type(request).SerializeToString,
+                response_deserializer=reply.FromString,
+            )
+            assert (await call(request, timeout=WAIT)).operation.status == Status.SUCCESS
+            new_ca = trustme.CA()
+            issued = new_ca.issue_cert("127.0.0.1", "localhost")
+            cert = tmp_path / "server.pem"
+            cert.write_bytes(b"".join(blob.bytes() for blob in issued.cert_chain_pems))
+            (tmp_path / "server.key").write_bytes(issued.private_key_pem.bytes())
+            reloads(old.server.process)
+            trusting_new = grpc.ssl_channel_credentials(root_certificates=new_ca.cert_pem.bytes())
+            answered = await unary(port, LIST_ENDPOINTS, request, reply, credentials=trusting_new)
+            assert answered.operation.status == Status.SUCCESS
+            with pytest.raises(grpc.aio.AioRpcError) as raised:
+                await unary(port, LIST_ENDPOINTS, request, reply, credentials=old.credentials)
+            assert raised.value.code() == grpc.StatusCode.UNAVAILABLE
+            # The channel connected before keeps its connection and its TLS session.
+            assert (await call(request, timeout=WAIT)).operation.status == Status.SUCCESS
+        assert '"ydb_tls"' in old.server.process.output()
+    finally:
+        old.server.process.kill()

@@ -22,6 +22,7 @@ from tenure.server.plug import (
     FaceObserver,
     ListeningFace,
     Plug,
+    Reloading,
 )
 
 
@@ -78,6 +79,12 @@ class FaceSet:
     def name_of(self, face: Face) -> str:
         """The name ``face`` was made under (its registry entry's)."""
         return self._names[face]
+
+    def reloads(self) -> list[Callable[[], tuple[str, Callable[[], None]] | None]]:
+        """The reload steps of the faces with files of their own (:class:`Reloading`)."""
+        return [
+            face.prepare_reload for face in self._by_name.values() if isinstance(face, Reloading)
+        ]
 
     def start(self) -> None:
         """The server listens: the accepted face starts its background work."""

@@ -12,7 +12,8 @@ steps of the engine (the event loop runs one thing at a time):
 * **TLS**: the next handshake gets the new context (its certificate, key and client
   CAs); a connection made before keeps its own session, and is not dropped. The
   HTTP port's own files (``--http-tls-cert``, ``--http-tls-key``) are read again
-  too when its endpoint is given (:data:`Prepare`).
+  too when its endpoint is given (:data:`Prepare`), and a face's own
+  (:class:`~tenure.server.plug.Reloading`: the YDB port's gRPC server).
 * **Tokens**: the :class:`~tenure.server._net.auth.Tokens` object every part holds
   (the gate, the faces, the HTTP endpoint) is given the new tokens in place, so the
   next Hello, dflockd auth, YDB ticket, dashboard login or ``/metrics`` scrape is
@@ -104,7 +105,8 @@ def reload(server: Server, also: Sequence[Prepare] = ()) -> Reloaded:
     config, gate = server.config, server.gate
     tls = server_context(config.tls_cert, config.tls_key, config.tls_client_ca)
     fresh = load_tokens(config.auth_file) if config.auth_file is not None else None
-    prepared = [step for step in (prepare() for prepare in also) if step is not None]
+    prepares = (*also, *server.faces.reloads())  # (the YDB port's TLS files)
+    prepared = [step for step in (prepare() for prepare in prepares) if step is not None]
     # Everything loaded: from here nothing fails half-way, unless a file changes
     # between its check and its take (a step that loads it again in place): those
     # steps go first, so that such a failure leaves the server's own files untaken.

@@ -69,6 +69,7 @@ __all__ = [
     "HostCalls",
     "ListeningFace",
     "Plug",
+    "Reloading",
     "Role",
     "ServeConfig",
     "Setting",
@@ -292,6 +293,21 @@ class ListeningFace(Face, Protocol):
 
     def connections(self) -> int:
         """The streams open now."""
+        ...
+
+
+@runtime_checkable  # (the server asks each face once per reload)
+class Reloading(Protocol):
+    """A face with files of its own that a reload (SIGHUP, ``tenure reload``) reads
+    again: the YDB port's TLS (:mod:`tenure.server._reload`)."""
+
+    def prepare_reload(self) -> tuple[str, Callable[[], None]] | None:
+        """Load and check the files now; their name and the step that takes them (run
+        only once every file of the reload has loaded), or None: nothing to read.
+
+        Raises:
+            ConfigError: a file does not load (the reload changes nothing).
+        """
         ...
 
 

@@ -138,6 +138,7 @@ class YdbFace:
         self._make_front = front
         self._front: Front | None = None
         self._stopping: asyncio.Future[None] | None = None  # abort()'s stop, kept alive
+        self._tls = Certificates(config)
 
     @classmethod
     def plugged(cls, plug: Plug) -> YdbFace:
@@ -193,7 +194,7 @@ class YdbFace:
         # on a loopback port (tenure.server.plug.Front): gRPC has no such cap.
         listen = address if self._make_front is None else "127.0.0.1:0"
         try:
-            credentials = _credentials(config)
+            credentials = self._tls.credentials()
             if credentials is None:
                 port = server.add_insecure_port(listen)
             else:
@@ -256,6 +257,11 @@ class YdbFace:
             self._front.close()
         await server.stop(0)
 
+    def prepare_reload(self) -> tuple[str, Callable[[], None]] | None:
+        """A reload's step (:class:`tenure.server.plug.Reloading`): the YDB port's TLS
+        files, read and checked now, taken by the next handshake."""
+        return self._tls.prepare_reload()
+
     def _peer(self, context: Any) -> str:
         """The client of a call (behind the server's relay, if it relays: ``--ydb-port``
         with a per-address cap)."""
@@ -271,15 +277,71 @@ class YdbFace:
         self.sessions.deliver(effect)
 
 
-def _credentials(config: ServeConfig) -> grpc.ServerCredentials | None:
-    """The gRPC server's TLS, from the native listener's files (None: plain)."""
-    if config.tls_cert is None or config.tls_key is None:
-        return None
-    try:
-        pair = (Path(config.tls_key).read_bytes(), Path(config.tls_cert).read_bytes())
-        ca = Path(config.tls_client_ca).read_bytes() if config.tls_client_ca else None
-    except OSError as error:
-        raise ConfigError(f"--ydb-port: cannot read the TLS files: {error}") from None
-    return grpc.ssl_server_credentials(
-        [pair], root_certificates=ca, require_client_auth=ca is not None
-    )
+class Certificates:
+    """The YDB port's TLS (the native listener's files), as gRPC takes it: read at the
+    start, and again by a reload (SIGHUP, ``tenure reload``), whose files gRPC takes
+    at the next handshake (it asks :meth:`fetch` before each one); a connection made
+    before keeps its own, as on the main port. Whether the port has TLS, and asks
+    for clients' certificates, is fixed at the start."""
+
+    def __init__(self, config: ServeConfig) -> None:
+        self.config = config
+        #: Read by a reload, for gRPC's next handshake (None: nothing new).
+        self.pending: grpc.ServerCertificateConfiguration | None = None
+
+    @property
+    def on(self) -> bool:
+        """The port has TLS (``--tls-cert`` and ``--tls-key``)."""
+        return self.config.tls_cert is not None and self.config.tls_key is not None
+
+    def load(self) -> grpc.ServerCertificateConfiguration:
+        """The files as they are now.
+
+        Raises:
+            ConfigError: one cannot be read, or is not PEM.
+        """
+        config = self.config
+        assert config.tls_cert is not None
+        assert config.tls_key is not None
+        try:
+            pair = (Path(config.tls_key).read_bytes(), Path(config.tls_cert).read_bytes())
+            ca = Path(config.tls_client_ca).read_bytes() if config.tls_client_ca else None
+        except OSError as error:
+            raise ConfigError(f"--ydb-port: cannot read the TLS files: {error}") from None
+        # (The same files as the main port's, which the server checks first, at the
+        # start and at a reload, the key against the certificate: gRPC would only at
+        # a handshake.)
+        return grpc.ssl_server_certificate_configuration([pair], root_certificates=ca)
+
+    def credentials(self) -> grpc.ServerCredentials | None:
+        """The gRPC server's credentials (None: plain), asking :meth:`fetch` at each
+        handshake.
+
+        Raises:
+            ConfigError: a file cannot be read.
+        """
+        if not self.on:
+            return None
+        return grpc.dynamic_ssl_server_credentials(
+            self.load(),
+            self.fetch,
+            require_client_authentication=self.config.tls_client_ca is not None,
+        )
+
+    def fetch(self) -> grpc.ServerCertificateConfiguration | None:
+        """gRPC's question before a handshake (on its own thread): the files a reload
+        read since the last one, or None (keep what it has)."""
+        pending, self.pending = self.pending, None
+        return pending
+
+    def prepare_reload(self) -> tuple[str, Callable[[], None]] | None:
+        """The files read and checked now, and the step that hands them to gRPC (None:
+        no TLS on the port).
+
+        Raises:
+            ConfigError: a file does not load; nothing changes.
+        """
+        if not self.on:
+            return None
+        loaded = self.load()
+        return "ydb_tls", lambda: setattr(self, "pending", loaded)
