@@ -11,6 +11,7 @@ from typing import Any, Final
 import pytest
 
 from tenure.compat.ydb import _protos as pb
+from tests.server.net.test_reload import reloads
 from tests.server.tenants import audit_lines, slow_tokens, token, write_auth_file
 from tests.ydb_face.conftest import DATABASE, start_server, unique
 from tests.ydb_face.raw import (
@@ -19,6 +20,7 @@ from tests.ydb_face.raw import (
     failure_of,
     new_node,
     node_call,
+    nothing_pending,
     open_session,
     unary,
 )
@@ -211,5 +213,29 @@ async def test_every_request_kind_counts_against_requests_per_second(
                 start = {"path": path, "session_id": session.session_id, "timeout_millis": 5000}
                 await stream.send(session_start=start)
                 assert (await stream.next()).WhichOneof("response") == "session_started"
+    finally:
+        server.process.kill()
+
+
+async def test_a_reload_ends_the_streams_of_a_removed_token(
+    tmp_path: Path, raw: Callable[..., Any]
+) -> None:
+    """Issue 50: a token removed from the auth file by a reload (SIGHUP) has its open
+    Session streams ended UNAUTHORIZED (their sessions detached, as on a lost stream),
+    as its native connections are closed; another token's stream is served on."""
+    auth = write_auth_file(tmp_path, *TOKENS, name="tokens.toml")
+    server = start_server(tmp_path / "data", "--auth-file", str(auth), *QUIET)
+    try:
+        path = f"{DATABASE}/{unique()}"
+        assert (await node_call(server, "Create", path, ticket(ADMIN))).status == Status.SUCCESS
+        doomed = await open_session(raw, path, server, ticket(JOBS))
+        kept = await open_session(raw, path, server, ticket(ADMIN))
+        write_auth_file(tmp_path, token("admin", ADMIN), name="tokens.toml")
+        reloads(server.process)
+        failure = await failure_of(doomed.stream)
+        assert failure.status == Status.UNAUTHORIZED
+        assert "'jobs' was removed or rotated" in failure.issues[0].message
+        await nothing_pending(kept)  # the admin's stream: served on
+        assert '"connections_closed": 1' in server.process.output()
     finally:
         server.process.kill()

@@ -80,11 +80,9 @@ class FaceSet:
         """The name ``face`` was made under (its registry entry's)."""
         return self._names[face]
 
-    def reloads(self) -> list[Callable[[], tuple[str, Callable[[], None]] | None]]:
-        """The reload steps of the faces with files of their own (:class:`Reloading`)."""
-        return [
-            face.prepare_reload for face in self._by_name.values() if isinstance(face, Reloading)
-        ]
+    def reloading(self) -> list[Reloading]:
+        """The faces a reload tells of (:class:`Reloading`)."""
+        return [face for face in self._by_name.values() if isinstance(face, Reloading)]
 
     def start(self) -> None:
         """The server listens: the accepted face starts its background work."""

@@ -23,9 +23,9 @@ steps of the engine (the event loop runs one thing at a time):
   a token of the new file; one that reconnects with the old secret is refused
   without counting as a guess, :attr:`~tenure.server._net.auth.Tokens.retired`).
   A token whose access, nodes or quotas changed keeps its connections: each later
-  command is judged by the new access and nodes. (A dflockd
-  connection or a YDB Session stream authenticated before is not closed: the faces
-  keep their own, which the server does not reach.)
+  command is judged by the new access and nodes. The faces (a
+  :class:`~tenure.server.plug.Reloading`) close their own connections of a removed or
+  rotated token: dflockd's, and YDB's Session streams.
 * **Quotas**: the engine's ledger (:attr:`tenure._core.quotas.QuotaLedger.quotas`)
   and the request rates (:class:`~tenure.server._net.token_rates.TokenRates`) take
   the new quotas; what a token holds already is kept (a quota lowered below it
@@ -105,7 +105,8 @@ def reload(server: Server, also: Sequence[Prepare] = ()) -> Reloaded:
     config, gate = server.config, server.gate
     tls = server_context(config.tls_cert, config.tls_key, config.tls_client_ca)
     fresh = load_tokens(config.auth_file) if config.auth_file is not None else None
-    prepares = (*also, *server.faces.reloads())  # (the YDB port's TLS files)
+    faces = server.faces.reloading()
+    prepares = (*also, *(face.prepare_reload for face in faces))  # (YDB's TLS files)
     prepared = [step for step in (prepare() for prepare in prepares) if step is not None]
     # Everything loaded: from here nothing fails half-way, unless a file changes
     # between its check and its take (a step that loads it again in place): those
@@ -144,6 +145,7 @@ def reload(server: Server, also: Sequence[Prepare] = ()) -> Reloaded:
     if rates is not None:
         rates.retune(ledger.quotas)
     closed = _close_gone(server, set(removed) | set(rotated), after)
+    closed += sum(face.tokens_gone(frozenset((*removed, *rotated))) for face in faces)
     return Reloaded(describe(tls), added, removed, rotated, changed, closed, others)
 
 

@@ -298,8 +298,9 @@ class ListeningFace(Face, Protocol):
 
 @runtime_checkable  # (the server asks each face once per reload)
 class Reloading(Protocol):
-    """A face with files of its own that a reload (SIGHUP, ``tenure reload``) reads
-    again: the YDB port's TLS (:mod:`tenure.server._reload`)."""
+    """A face a reload (SIGHUP, ``tenure reload``, :mod:`tenure.server._reload`) tells
+    of: it may have files of its own to read again (the YDB port's TLS), and it closes
+    the connections of tokens removed or rotated, as the native face does."""
 
     def prepare_reload(self) -> tuple[str, Callable[[], None]] | None:
         """Load and check the files now; their name and the step that takes them (run
@@ -308,6 +309,12 @@ class Reloading(Protocol):
         Raises:
             ConfigError: a file does not load (the reload changes nothing).
         """
+        ...
+
+    def tokens_gone(self, names: frozenset[str]) -> int:
+        """The tokens ``names`` were removed or rotated: close the connections (or
+        streams) that authenticated with them, their sessions kept as on a lost
+        connection; how many were closed."""
         ...
 
 

@@ -112,6 +112,8 @@ class DflockdFace:
         )
         self._loop = asyncio.get_running_loop()
         self._last_conn_id = 0
+        #: The connections open now, by id (a reload closes a removed token's).
+        self._open: dict[int, DflockdConn] = {}
 
     @classmethod
     def plugged(cls, plug: Plug) -> DflockdFace:
@@ -159,7 +161,26 @@ class DflockdFace:
         self._last_conn_id += 1
         conn = DflockdConn(reader, writer, peer, self._last_conn_id)
         conn.authenticated = self.tokens is None
+        self._open[conn.conn_id] = conn
         return conn
+
+    def prepare_reload(self) -> None:
+        """A reload's step (:class:`tenure.server.plug.Reloading`): no files of its own."""
+        return
+
+    def tokens_gone(self, names: frozenset[str]) -> int:
+        """Close the connections that ``auth``-ed with a token removed or rotated by a
+        reload (their holds then go as on any lost connection: waiters at once, grants
+        with ``--dflockd-auto-release``, or at their lease's end); how many."""
+        gone = [conn for conn in self._open.values() if conn.token in names and conn.token]
+        for conn in gone:
+            log.info(
+                "dflockd: closing a connection of a removed or rotated token",
+                extra={"fields": {"peer": conn.peer, "token": conn.token}},
+            )
+            conn.closing = True
+            conn.writer.close()  # (its read loop sees the end, and it is disconnected)
+        return len(gone)
 
     # -- one connection -----------------------------------------------------------------
 
@@ -407,6 +428,7 @@ class DflockdFace:
     def disconnected(self, conn: DflockdConn) -> None:
         """The connection is over: its waiters go; its grants too if auto-release is on."""
         conn.closing = True
+        self._open.pop(conn.conn_id, None)
         if self.draining or self.host.dead:
             return  # the server is stopping: the next start closes what is left
         for hold in self.holds.of_connection(conn.conn_id):

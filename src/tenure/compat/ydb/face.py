@@ -262,6 +262,11 @@ class YdbFace:
         files, read and checked now, taken by the next handshake."""
         return self._tls.prepare_reload()
 
+    def tokens_gone(self, names: frozenset[str]) -> int:
+        """End the Session streams of tokens a reload removed or rotated (UNAUTHORIZED;
+        their sessions detached, as on a lost stream, for their timeouts); how many."""
+        return self.calls.tokens_gone(names)
+
     def _peer(self, context: Any) -> str:
         """The client of a call (behind the server's relay, if it relays: ``--ydb-port``
         with a per-address cap)."""

@@ -84,6 +84,20 @@ class SessionCalls:
             if not stream.closing:
                 self.sessions.fail(stream, pb.Status.UNAVAILABLE, "the server is shutting down")
 
+    def tokens_gone(self, names: frozenset[str]) -> int:
+        """End the open streams of the tokens ``names`` (removed or rotated by a reload)
+        UNAUTHORIZED, their sessions detached; how many."""
+        gone = [
+            stream
+            for stream in self.streams
+            if stream.token is not None and stream.token.name in names and not stream.closing
+        ]
+        for stream in gone:
+            assert stream.token is not None
+            why = f"token {stream.token.name!r} was removed or rotated in the auth file"
+            self.sessions.fail(stream, pb.Status.UNAUTHORIZED, why)
+        return len(gone)
+
     def abort(self) -> None:
         """Drop every stream unanswered: what each was owed is discarded, and its call
         ends gRPC UNAVAILABLE."""
