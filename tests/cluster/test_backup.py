@@ -5,6 +5,8 @@ directory whose tokens are past the cluster's."""
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import uuid
 from pathlib import Path
 
@@ -41,7 +43,8 @@ def test_a_standby_sends_the_backup_to_its_leader(tmp_path: Path, etcd_member: E
             json.loads(line) for line in leader.output().splitlines() if '"event": "backup"' in line
         ]
         assert len(logged) == 1
-        assert logged[0]["loop_items"] >= 2  # a leader encodes on its loop: counted
+        assert logged[0]["loop_items"] == 0  # a process of its own read it from etcd
+        assert logged[0]["last_token"] >= held.token
         assert '"event": "backup"' not in standby.output()
     verified = tenure_cli("backup", "verify", "--json", str(file), token=None)
     assert verified.returncode == 0, verified.stderr
@@ -91,3 +94,20 @@ def test_a_backup_restored_into_a_new_cluster(tmp_path: Path, etcd_member: EtcdC
             assert session.mutex("job").lock(timeout=WAIT).token > EPOCH > held.token
     both = tenure_cli("restore", str(file), "--cluster", url, "--data-dir", "d", token=None)
     assert both.returncode == 2
+
+
+def test_the_backup_process_fails_clearly_when_etcd_is_away() -> None:
+    """The leader's backup process (``tenure.server._cluster.backup_child``) writes
+    nothing and exits 1 naming the reason when it cannot read the cluster: the leader
+    logs it, and the client gets no digest (so no file)."""
+    closed = free_port()  # (nothing listens there)
+    done = subprocess.run(
+        [sys.executable, "-m", "tenure.server._cluster.backup_child"],
+        input=json.dumps({"cluster": f"etcd://127.0.0.1:{closed}/gone"}).encode(),
+        capture_output=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 1
+    assert done.stdout == b""
+    assert b"etcd unreachable" in done.stderr

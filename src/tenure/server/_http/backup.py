@@ -10,10 +10,12 @@ The body is a backup file (:mod:`tenure.server._durability.backup`). A single
 server's loop pays for one ``fork`` only: the child walks and encodes its
 copy-on-write view of the engine, and the loop relays the pipe in chunks of
 :data:`CHUNK` bytes, one per turn, hashing as it goes. A cluster's leader cannot
-fork (gRPC's threads: :mod:`tenure.server._cluster.journal`), and encodes the state
-on the loop, as each of its snapshots already does. What the loop did is logged
-(event ``backup``: ``loop_items``, the engine's sessions and semaphores walked on the
-loop, 0 when forked; ``chunks``) and is the record an audit log would keep.
+fork (gRPC's threads: :mod:`tenure.server._cluster.journal`): it starts a process of
+its own (:mod:`tenure.server._cluster.backup_child`) that reads the cluster's state
+from etcd as a starting standby does, and relays what it writes the same way; its
+loop walks none of the state either. Each backup is logged (event ``backup``:
+``loop_items``, the engine's items walked on the loop, now always 0; ``chunks``;
+``last_token``) and audited.
 """
 
 from __future__ import annotations
@@ -21,19 +23,18 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hashlib
+import json
 import logging
 import os
 import signal
+import sys
 import time
 from collections.abc import Awaitable, Callable
 from typing import Final
 
-import msgpack
 from aiohttp import web
 
-from tenure._core.snapshot import dump
 from tenure.server._durability.backup import BackupHeader, fork_dump, preamble
-from tenure.server._durability.journal import collector_paused
 from tenure.server._http.admin import admin_token
 from tenure.server._http.application import SERVING
 from tenure.server._serve import Server
@@ -96,23 +97,7 @@ async def backup(request: web.Request) -> web.StreamResponse:
 
 async def _stream(request: web.Request, server: Server, admin: str) -> web.StreamResponse:
     """Take the backup and stream it (the caller counted it in)."""
-    engine = server.host.engine
-    # The state is taken here, before any await: the header's token and the snapshot
-    # are of one instant (a command served during an await would come between them).
-    header = BackupHeader(
-        created_at=time.time(),
-        instance_id=server.instance_id.hex(),
-        version=request.app.get(_VERSION_KEY, ""),
-        role=server.role.name or "standalone",
-        last_token=engine.last_token,
-    )
-    data, child, loop_items = b"", None, 0
-    if server.role.name:  # a cluster's leader: no fork (module docstring)
-        loop_items = len(engine.sessions) + sum(len(n.semaphores) for n in engine.nodes.values())
-        with collector_paused():
-            data = msgpack.packb(dump(engine), use_bin_type=True)
-    else:
-        child = fork_dump(engine)
+    version = request.app.get(_VERSION_KEY, "")
     digest = hashlib.sha256()
     response = web.StreamResponse(headers={"Content-Type": "application/octet-stream"})
 
@@ -120,25 +105,95 @@ async def _stream(request: web.Request, server: Server, admin: str) -> web.Strea
         digest.update(part)
         await response.write(part)
 
-    chunks = 0
-    try:
-        await response.prepare(request)
-        await send(preamble(header))
-        for start in range(0, len(data), CHUNK):
-            await send(data[start : start + CHUNK])
-            chunks += 1
-        if child is not None:
-            (pid, read_fd), child = child, None  # (_relay closes and reaps it)
-            chunks += await _relay(pid, read_fd, send)
-    finally:
-        if child is not None:  # the client went before the relay began
-            await _abandon(*child)
+    if server.role.name:  # a cluster's leader: a process of its own reads etcd
+        last_token, chunks = await _from_etcd(server, version, response, request, send)
+    else:
+        last_token, chunks = await _forked(server, version, response, request, send)
     await response.write(digest.digest())
     await response.write_eof()
-    fields = {"chunks": chunks, "loop_items": loop_items, "last_token": header.last_token}
+    fields = {"chunks": chunks, "loop_items": 0, "last_token": last_token}
     log.info("backup taken", extra={"event": "backup", "fields": fields})
     server.audit.record("backup", token=admin, address=request.remote, outcome="ok", **fields)
     return response
+
+
+Send = Callable[[bytes], Awaitable[None]]
+
+
+async def _forked(
+    server: Server, version: str, response: web.StreamResponse, request: web.Request, send: Send
+) -> tuple[int, int]:
+    """A lone server's backup: a forked child walks its copy-on-write view of the
+    engine; the highest token and the chunks relayed."""
+    engine = server.host.engine
+    # The state is taken here, before any await: the header's token and the snapshot
+    # are of one instant (a command served during an await would come between them).
+    header = BackupHeader(
+        created_at=time.time(),
+        instance_id=server.instance_id.hex(),
+        version=version,
+        role="standalone",
+        last_token=engine.last_token,
+    )
+    child: tuple[int, int] | None = fork_dump(engine)
+    try:
+        await response.prepare(request)
+        await send(preamble(header))
+        assert child is not None
+        (pid, read_fd), child = child, None  # (_relay closes and reaps it)
+        return header.last_token, await _relay(pid, read_fd, send)
+    finally:
+        if child is not None:  # the client went before the relay began
+            await _abandon(*child)
+
+
+async def _from_etcd(
+    server: Server, version: str, response: web.StreamResponse, request: web.Request, send: Send
+) -> tuple[int, int]:
+    """A cluster's backup: a new process reads the cluster's state from etcd
+    (:mod:`tenure.server._cluster.backup_child`) and writes the whole file but its
+    digest; the highest token and the chunks relayed.
+
+    Raises:
+        RuntimeError: the process failed (its reason logged; the client gets no digest).
+    """
+    process = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "tenure.server._cluster.backup_child",
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    assert process.stdin is not None
+    assert process.stdout is not None
+    assert process.stderr is not None
+    asked = {
+        "cluster": server.config.cluster,
+        "version": version,
+        "max_nodes": server.config.max_nodes,
+    }
+    chunks, done = 0, False
+    try:
+        process.stdin.write(json.dumps(asked).encode())
+        process.stdin.close()
+        failed = asyncio.ensure_future(process.stderr.read())
+        await response.prepare(request)
+        while part := await process.stdout.read(CHUNK):
+            await send(part)
+            chunks += 1
+        code = await process.wait()
+        why = (await failed).decode(errors="replace").strip()
+        if code != 0:
+            log.warning("a cluster backup failed: %s", why or f"exit code {code}")
+            raise RuntimeError("the backup's process failed (the server's log says why)")
+        done = True
+        return int(json.loads(why.splitlines()[-1])["last_token"]), chunks
+    finally:
+        if not done and process.returncode is None:  # the client went: stop it
+            with contextlib.suppress(ProcessLookupError):
+                process.kill()
+            await process.wait()
 
 
 async def _relay(pid: int, read_fd: int, send: Callable[[bytes], Awaitable[None]]) -> int:
