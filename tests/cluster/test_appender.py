@@ -93,26 +93,6 @@ async def test_batches_handed_over_during_an_append_go_together_in_the_next() ->
     assert appender.last_index == 6
 
 
-async def test_a_snapshot_barrier_is_the_last_entry_of_its_batches_and_none_after() -> None:
-    store = ScriptedStore()
-    appender = _appender(store)
-    appender.start(lambda batch, seconds: None, _unexpected)
-    appender.submit(framed(b"a"))
-    await _turns()
-    appender.submit(framed(b"b"))
-    covers = appender.barrier()  # the state after batches 1 and 2
-    appender.submit(framed(b"c"))
-    store.let()  # batch 1 at index 5
-    await _turns()
-    store.let()  # batch 2 alone at index 6: the barrier keeps batch 3 out of it
-    await _turns()
-    assert await covers == 6
-    store.let()
-    await appender.idle()
-    assert store.entries[7].records == framed(b"c")
-    assert (await asyncio.shield(appender.barrier())) == 7  # nothing pending: the last
-
-
 async def test_a_refused_fence_fails_the_appender_and_it_takes_nothing_more() -> None:
     store = ScriptedStore()
     appender = _appender(store)
@@ -148,7 +128,7 @@ async def test_etcd_out_of_reach_is_tried_again_until_the_lease_could_end() -> N
 async def test_the_leader_refuses_commands_while_too_much_waits_for_etcd(tmp_path: Path) -> None:
     store = ScriptedStore()
     appender = _appender(store, max_pending=10)
-    journal = ClusterJournal(cast(ClusterStore, store), appender, snapshot_every=10)
+    journal = ClusterJournal(cast(ClusterStore, store), appender, snapshot_every=10, cluster="")
     output: Any = type("Out", (), {"seal": lambda *a: None, "release": lambda *a: None})()
     role = ClusterRole("c", ServerRecord("m", "127.0.0.1:1"))
     role.lead(7)

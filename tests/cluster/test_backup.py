@@ -97,13 +97,13 @@ def test_a_backup_restored_into_a_new_cluster(tmp_path: Path, etcd_member: EtcdC
 
 
 def test_the_backup_process_fails_clearly_when_etcd_is_away() -> None:
-    """The leader's backup process (``tenure.server._cluster.backup_child``) writes
+    """The leader's backup process (``tenure.server._cluster.state_process``) writes
     nothing and exits 1 naming the reason when it cannot read the cluster: the leader
     logs it, and the client gets no digest (so no file)."""
     closed = free_port()  # (nothing listens there)
     done = subprocess.run(
-        [sys.executable, "-m", "tenure.server._cluster.backup_child"],
-        input=json.dumps({"cluster": f"etcd://127.0.0.1:{closed}/gone"}).encode(),
+        [sys.executable, "-m", "tenure.server._cluster.state_process"],
+        input=json.dumps({"act": "backup", "cluster": f"etcd://127.0.0.1:{closed}/gone"}).encode(),
         capture_output=True,
         timeout=60,
         check=False,

@@ -74,7 +74,7 @@ async def test_a_leaders_host_steps_down_once_its_lease_may_have_ended(tmp_path:
         max_entry=10_000,
         deadline=lambda: lease_ends[0],
     )
-    journal = ClusterJournal(cast(ClusterStore, object()), appender, snapshot_every=100)
+    journal = ClusterJournal(cast(ClusterStore, object()), appender, snapshot_every=100, cluster="")
     role = ClusterRole("c", ServerRecord("me", "127.0.0.1:1"))
     role.lead(3)
     served = leader_host(ServeConfig(data_dir=tmp_path), journal, Engine(), role)

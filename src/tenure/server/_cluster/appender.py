@@ -20,8 +20,8 @@ the same way. Until that deadline, and never after it, what the appender made
 durable may leave (:attr:`Appender.valid_until`); and while more than ``max_pending``
 bytes wait for etcd, the leader refuses commands (:data:`MAX_PENDING`).
 
-A snapshot needs the index of the last entry that holds its records and none after
-(:meth:`Appender.barrier`): a round never takes batches on both sides of a barrier.
+(A snapshot needs nothing of it: a process of its own reads the state from what the
+appender made durable, :mod:`tenure.server._cluster.state_process`.)
 """
 
 from __future__ import annotations
@@ -87,7 +87,6 @@ class Appender:
         self._wake = asyncio.Event()
         self._idle = asyncio.Event()
         self._idle.set()
-        self._barriers: list[tuple[int, asyncio.Future[int]]] = []
         self._task: asyncio.Task[None] | None = None
         self._failed: BaseException | None = None
         self.on_durable: Callable[[int, float | None], None] = lambda batch, seconds: None
@@ -148,9 +147,6 @@ class Appender:
             self._task.cancel()
         self._queue.clear()
         self.pending = 0
-        for _, waiting in self._barriers:
-            waiting.cancel()
-        self._barriers.clear()
         self._idle.set()
 
     # -- for the leader ---------------------------------------------------------------
@@ -158,16 +154,6 @@ class Appender:
     async def idle(self) -> None:
         """Until everything submitted is appended (or the appender failed or stopped)."""
         await self._idle.wait()
-
-    def barrier(self) -> asyncio.Future[int]:
-        """The index of the last entry holding records of the batches submitted so far
-        and of none after (what a snapshot of the state now covers)."""
-        done: asyncio.Future[int] = self._loop.create_future()
-        if not self._queue and not self._busy:
-            done.set_result(self.last_index)
-        else:
-            self._barriers.append((self._handed, done))
-        return done
 
     # -- the task -----------------------------------------------------------------------
 
@@ -179,9 +165,9 @@ class Appender:
                     self._wake.clear()
                     await self._wake.wait()
                     continue
-                upto = self._barriers[0][0] if self._barriers else self._handed
-                taken = [data for batch, data in self._queue if batch <= upto]
-                self._queue = [(batch, data) for batch, data in self._queue if batch > upto]
+                upto = self._handed
+                taken = [data for _, data in self._queue]
+                self._queue = []
                 self._busy = True
                 started = time.perf_counter()
                 data = b"".join(taken)
@@ -190,10 +176,6 @@ class Appender:
                 self.pending -= len(data)
                 self._busy = False
                 self.on_durable(upto, time.perf_counter() - started)
-                while self._barriers and self._barriers[0][0] <= upto:
-                    _, waiting = self._barriers.pop(0)
-                    if not waiting.done():
-                        waiting.set_result(self.last_index)
         except asyncio.CancelledError:
             raise
         except BaseException as error:

@@ -244,7 +244,11 @@ class ClusterMember:
             deadline=lease.deadline,
         )
         journal = ClusterJournal(
-            self.store, appender, snapshot_every=self.config.cluster_snapshot_every
+            self.store,
+            appender,
+            snapshot_every=self.config.cluster_snapshot_every,
+            cluster=self.config.cluster,
+            max_nodes=self.config.max_nodes,
         )
         metrics = self._metrics()
         if self.endpoint is not None:

@@ -11,7 +11,7 @@ server's loop pays for one ``fork`` only: the child walks and encodes its
 copy-on-write view of the engine, and the loop relays the pipe in chunks of
 :data:`CHUNK` bytes, one per turn, hashing as it goes. A cluster's leader cannot
 fork (gRPC's threads: :mod:`tenure.server._cluster.journal`): it starts a process of
-its own (:mod:`tenure.server._cluster.backup_child`) that reads the cluster's state
+its own (:mod:`tenure.server._cluster.state_process`) that reads the cluster's state
 from etcd as a starting standby does, and relays what it writes the same way; its
 loop walks none of the state either. Each backup is logged (event ``backup``:
 ``loop_items``, the engine's items walked on the loop, now always 0; ``chunks``;
@@ -27,13 +27,13 @@ import json
 import logging
 import os
 import signal
-import sys
 import time
 from collections.abc import Awaitable, Callable
 from typing import Final
 
 from aiohttp import web
 
+from tenure.server._cluster.state_process import spawn
 from tenure.server._durability.backup import BackupHeader, fork_dump, preamble
 from tenure.server._http.admin import admin_token
 from tenure.server._http.application import SERVING
@@ -151,32 +151,23 @@ async def _from_etcd(
     server: Server, version: str, response: web.StreamResponse, request: web.Request, send: Send
 ) -> tuple[int, int]:
     """A cluster's backup: a new process reads the cluster's state from etcd
-    (:mod:`tenure.server._cluster.backup_child`) and writes the whole file but its
+    (:mod:`tenure.server._cluster.state_process`) and writes the whole file but its
     digest; the highest token and the chunks relayed.
 
     Raises:
         RuntimeError: the process failed (its reason logged; the client gets no digest).
     """
-    process = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "tenure.server._cluster.backup_child",
-        stdin=asyncio.subprocess.PIPE,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-    )
-    assert process.stdin is not None
-    assert process.stdout is not None
-    assert process.stderr is not None
     asked = {
+        "act": "backup",
         "cluster": server.config.cluster,
         "version": version,
         "max_nodes": server.config.max_nodes,
     }
+    process = await spawn(asked)
+    assert process.stdout is not None
+    assert process.stderr is not None
     chunks, done = 0, False
     try:
-        process.stdin.write(json.dumps(asked).encode())
-        process.stdin.close()
         failed = asyncio.ensure_future(process.stderr.read())
         await response.prepare(request)
         while part := await process.stdout.read(CHUNK):
