@@ -34,9 +34,10 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import sys
 import time
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, Final
 
 import msgpack
 
@@ -50,7 +51,10 @@ from tenure.server._config.cluster_url import parse_cluster_url
 from tenure.server._durability.backup import BackupHeader, preamble
 from tenure.server._durability.journal import collector_paused
 
-__all__ = ["main", "run", "spawn"]
+__all__ = ["NICENESS", "main", "run", "spawn"]
+
+#: How much lower the process's CPU priority is than the leader's (``nice``).
+NICENESS: Final = 10
 
 
 async def run(asked: dict[str, Any], out: BinaryIO) -> dict[str, Any]:
@@ -113,6 +117,9 @@ async def spawn(asked: dict[str, Any]) -> asyncio.subprocess.Process:
 def main() -> int:
     """The process's entry (module docstring): its exit code."""
     act = "work"
+    # The leader's clients come first: on a machine with few cores, this process's
+    # minute of work must not take their CPU (its result is wanted, not urgent).
+    os.nice(NICENESS)
     try:
         asked = json.loads(sys.stdin.read())
         act = str(asked.get("act", act))
