@@ -4,13 +4,22 @@ that is not root, its health asked of ``/readyz``, its data directory a volume."
 
 from __future__ import annotations
 
+import fnmatch
 import json
 import re
 import shlex
 from dataclasses import dataclass, field
 from typing import Final
 
-__all__ = ["Instruction", "Stage", "healthcheck_command", "image_problems", "stages"]
+__all__ = [
+    "Instruction",
+    "Stage",
+    "copied_sources",
+    "healthcheck_command",
+    "ignored",
+    "image_problems",
+    "stages",
+]
 
 #: The build script, as the image's build stage has it.
 BUILD_SCRIPT: Final = "deploy/image/build.sh"
@@ -139,3 +148,40 @@ def image_problems(text: str) -> list[str]:
     if entry[:1] != ["tenure"]:
         problems.append(f"ENTRYPOINT is not tenure: {entry}")
     return problems
+
+
+def ignored(path: str, dockerignore: str) -> bool:
+    """Whether a ``.dockerignore`` (its text) leaves ``path`` (relative to the context)
+    out of the build context: its patterns in order, the last that matches ``path`` or
+    a directory above it wins, ``!`` puts back (Docker's rules, without ``**`` in the
+    middle of a pattern)."""
+    patterns = [
+        line.strip()
+        for line in dockerignore.splitlines()
+        if line.strip() and not line.strip().startswith("#")
+    ]
+    parts = path.split("/")
+    prefixes = ["/".join(parts[: n + 1]) for n in range(len(parts))]
+    out = False
+    for pattern in patterns:
+        keep = pattern.startswith("!")
+        pattern = pattern.removeprefix("!").strip("/")
+        if pattern.startswith("**/"):
+            hit = any(fnmatch.fnmatchcase(part, pattern[3:]) for part in parts)
+        else:
+            hit = any(fnmatch.fnmatchcase(prefix, pattern) for prefix in prefixes)
+        if hit:
+            out = not keep
+    return out
+
+
+def copied_sources(text: str) -> list[str]:
+    """What the Dockerfile's ``COPY`` instructions take from the build context (not
+    ``--from`` another stage)."""
+    sources: list[str] = []
+    for stage in stages(text):
+        for arguments in stage.all("COPY"):
+            words = [word for word in _words(arguments) if not word.startswith("--")]
+            if not any(word.startswith("--from=") for word in _words(arguments)):
+                sources.extend(words[:-1])
+    return sources

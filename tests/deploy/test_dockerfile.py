@@ -6,7 +6,13 @@ from __future__ import annotations
 
 import pytest
 
-from tests.deploy.dockerfile import healthcheck_command, image_problems, stages
+from tests.deploy.dockerfile import (
+    copied_sources,
+    healthcheck_command,
+    ignored,
+    image_problems,
+    stages,
+)
 from tests.deploy.kit import DEPLOY
 
 DOCKERFILE = (DEPLOY / "image" / "Dockerfile").read_text()
@@ -36,3 +42,24 @@ def test_a_copy_that_breaks_a_promise_is_refused(change: tuple[str, str], proble
     assert old in DOCKERFILE
     problems = image_problems(DOCKERFILE.replace(old, new))
     assert any(problem in found for found in problems), problems
+
+
+def test_the_build_context_holds_what_the_image_copies_and_not_the_checkout() -> None:
+    # deploy/image/Dockerfile.dockerignore: BuildKit's context filter for this file.
+    dockerignore = (DEPLOY / "image" / "Dockerfile.dockerignore").read_text()
+    root = DEPLOY.parent
+    sources = copied_sources(DOCKERFILE)
+    assert sorted(sources) == sorted(
+        ["pyproject.toml", "hatch_build.py", "README.md", "src/tenure", "deploy/image/build.sh"]
+    )
+    for source in sources:
+        files = [root / source] if (root / source).is_file() else (root / source).rglob("*.py")
+        for path in files:
+            relative = path.relative_to(root).as_posix()
+            assert not ignored(relative, dockerignore), relative
+    for left_out in (".venv/bin/python", ".git/HEAD", "build/mypyc/x.c", "tests/conftest.py"):
+        assert ignored(left_out, dockerignore), left_out
+    assert ignored("src/tenure/_core/engine.cpython-311-x86_64-linux-gnu.so", dockerignore)
+    assert ignored("src/tenure/__pycache__/x.pyc", dockerignore)
+    # A filter that drops a source is told.
+    assert ignored("src/tenure/_core/engine.py", dockerignore.replace("!src/tenure\n", ""))

@@ -102,7 +102,7 @@ def test_the_build_script_installs_a_compiled_server_that_serves_as_non_root(
             cwd=data,
         )
     try:
-        assert wait_http(f"http://127.0.0.1:{http_port}/readyz") == b"ready"
+        assert wait_http(f"http://127.0.0.1:{http_port}/readyz").strip() == b"ready"
         if user:
             status = Path(f"/proc/{server.pid}/status").read_text()
             uid_line = next(line for line in status.splitlines() if line.startswith("Uid:"))
