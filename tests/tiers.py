@@ -84,6 +84,10 @@ _SLOW: Final = (
     "tests/cluster/test_backup.py::test_a_standby_sends_the_backup_to_its_leader",
     "tests/cluster/test_backup.py::test_a_backup_restored_into_a_new_cluster",
     "tests/test_conformance_kit.py::test_the_kit_passes_on_a_tenure_server",
+    # The compiled build made by deploy/image/build.sh (a minute of CPU); a real
+    # Prometheus and a three-member cluster over an etcd of its own (about 15 s).
+    "tests/deploy/test_image.py::test_the_build_script_installs_a_compiled_server_that_serves_as_non_root",
+    "tests/deploy/test_alerts.py::test_a_real_prometheus_fires_on_a_failover_and_on_no_leader",
     "tests/test_examples.py::test_redis_worker_pool_keeps_n_holders_and_resumes_a_crashed_worker",
     "tests/contrib/test_celery_beat.py::test_one_beat_ticks_a_killed_one_is_replaced_and_a_stopped_one_hands_over_at_once",
     "tests/contrib/test_celery_example.py::test_celery_reports_dedupes_runs_and_enqueues_and_outlives_a_killed_child",
@@ -211,6 +215,8 @@ TIERS: Final[dict[str, tuple[str, ...]]] = {
     "tests/lincheck/test_html_browser.py": ("browser", "service"),
     "tests/test_pytest_fixtures.py": UNIT,  # pytester, in this process
     "tests/contrib/test_otel.py": UNIT,  # memory:// and the SDK's in-memory exporters
+    "tests/deploy/test_dockerfile.py": UNIT,  # the Dockerfile read as text
+    "tests/deploy/test_k8s.py": UNIT,  # the manifests against bundled schemas, in process
 }
 
 

@@ -291,3 +291,18 @@ def test_deadlock_checks_are_shown_by_the_token_that_asked() -> None:
     work = got[("tenure_deadlock_search_work_total", frozenset({("token", "evil")}))]
     assert work == sum(n for (what, _), n in engine.deadlock_counts.items() if what == "looked")
     assert work >= 2 * 4  # (each check: two holds and two requests at least)
+
+
+def test_the_memory_budget_is_shown_beside_the_estimate_only_when_set() -> None:
+    # An alert on the state nearing --memory-budget (deploy/prometheus/alerts.yaml)
+    # divides the estimate by the budget: both must be on /metrics, the budget only
+    # when there is one (no series rather than a 0 to divide by).
+    engine = Engine()
+    engine.apply(CreateNode("n", NodeConfig()), 0.0)
+    metrics = ServerMetrics(version="0")
+    metrics.registry.register(StateCollector(Readiness(), metrics, lambda: engine, dict))
+    assert ("tenure_memory_budget_bytes", frozenset()) not in samples(metrics)
+    engine.ledger.budget = 1 << 20
+    got = samples(metrics)
+    assert got[("tenure_memory_budget_bytes", frozenset())] == 1 << 20
+    assert 0 < got[("tenure_state_estimate_bytes", frozenset())] < 1 << 20

@@ -15,7 +15,9 @@ counts; any other caller of ``collect`` has them counted there, at once. The ser
 * ``tenure_connections{protocol}``: client connections open (``native``, and each face's);
 * ``tenure_quota_refusals_total{quota,token}``: commands refused by each quota of each
   token (``memory_budget`` too: :mod:`tenure._core.quotas`), and
-  ``tenure_state_estimate_bytes``: the state's size as the memory budget counts it;
+  ``tenure_state_estimate_bytes``: the state's size as the memory budget counts it, and
+  with ``--memory-budget``, ``tenure_memory_budget_bytes``: the budget (so that an alert
+  can say the state nears it: ``deploy/prometheus/alerts.yaml``);
 * ``tenure_deadlock_search_work_total{token}``: holds, queued requests and set members
   the deadlock checks of each token's acquires looked at (each check at most
   ``--deadlock-search-limit``), and ``tenure_deadlock_checks_total{outcome,token}``:
@@ -215,6 +217,13 @@ def _quota_families(engine: Engine) -> Iterator[Metric]:
         "The state's size as --memory-budget counts it (a cost per object plus its data).",
         value=float(ledger.estimate()),
     )
+    if ledger.budget:
+        yield GaugeMetricFamily(
+            "tenure_memory_budget_bytes",
+            "--memory-budget: the estimate (tenure_state_estimate_bytes) past which "
+            "commands that add to the state are refused.",
+            value=float(ledger.budget),
+        )
 
 
 def _deadlock_families(engine: Engine) -> Iterator[Metric]:

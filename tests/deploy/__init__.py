@@ -1,0 +1,1 @@
+"""Tests of the deployment kit in ``deploy/`` (docs/deploy.md)."""
