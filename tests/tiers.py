@@ -84,6 +84,7 @@ _SLOW: Final = (
     "tests/cluster/test_backup.py::test_a_standby_sends_the_backup_to_its_leader",
     "tests/cluster/test_backup.py::test_a_backup_restored_into_a_new_cluster",
     "tests/cluster/test_upgrade.py::test_a_rolling_upgrade_from_protocol_5_keeps_the_lock_held_and_tokens_rising",
+    "tests/cluster/test_upgrade.py::test_an_older_member_behind_a_newer_leader_stops_and_never_serves",
     "tests/test_conformance_kit.py::test_the_kit_passes_on_a_tenure_server",
     "tests/test_examples.py::test_redis_worker_pool_keeps_n_holders_and_resumes_a_crashed_worker",
     "tests/contrib/test_celery_beat.py::test_one_beat_ticks_a_killed_one_is_replaced_and_a_stopped_one_hands_over_at_once",

@@ -196,3 +196,64 @@ async def test_a_rolling_upgrade_from_protocol_5_keeps_the_lock_held_and_tokens_
     assert owners, "the watcher saw nothing"
     assert all(len(held) <= 1 for held in owners), owners
     assert {held for held in owners if held} == {(lock.token,), (granted.token,)}
+
+
+async def test_an_older_member_behind_a_newer_leader_stops_and_never_serves(
+    tmp_path: Path, etcd_member: EtcdCluster
+) -> None:
+    old = old_build(tmp_path / "old")
+    cluster = TenureCluster(tmp_path / "cluster", etcd_member.endpoints, extra=EXTRA)
+    for server in cluster.servers:
+        server.env = dict(old)
+    with cluster:
+        leader = cluster.leader()
+        upgraded, behind = (s for s in cluster.servers if s is not leader)
+        # The wrong order: one standby upgraded, then the newer build leads while an
+        # older member still runs (here: the others stopped, the older one started
+        # again once the newer one leads).
+        for server in (upgraded, behind, leader):
+            assert await asyncio.to_thread(server.stop) == 0, server.output()[-3000:]
+        upgraded.env = {}
+        await asyncio.to_thread(upgraded.start)
+        assert await asyncio.to_thread(cluster.leader) is upgraded
+        await asyncio.to_thread(behind.start, wait=False)
+
+        async def loaded() -> bool:
+            assert behind.running, behind.output()[-3000:]
+            return '"cluster_loaded"' in behind.output(this_start=True)
+
+        await until(loaded, "the older member loads the log so far")
+        tokens = Tokens()
+        async with tenure.connect(cluster.url()) as client:
+            await client.create_node("app", exist_ok=True)
+            async with client.session("app") as session:
+                # What this tree's leader journals, the older build cannot read (an
+                # Acquire with the asking task, version 6's): it stops following, and
+                # exits, rather than stand by (or lead) on a state it no longer has.
+                async with session.mutex("job") as lock:
+                    tokens.saw("job", lock.token)
+
+                    async def exited() -> bool:
+                        return not behind.running
+
+                    await until(exited, "the older member exits")
+                    assert behind.proc is not None
+                    assert behind.proc.returncode != 0
+                    said = behind.output(this_start=True)
+                    assert '"cluster_failed"' in said
+                    # (an entry it cannot read; or a snapshot of a newer layout, had
+                    # the leader written one before that entry reached it)
+                    assert "is unreadable" in said or "not a tenure engine snapshot" in said
+                    assert not behind.ready()
+                    assert await asyncio.to_thread(cluster.leader) is upgraded
+                    assert lock.lost_reason is None
+
+                # The way out: the older member upgraded too; it joins and follows.
+                behind.env = {}
+                await asyncio.to_thread(behind.start)
+                async with session.mutex("job") as lock:
+                    tokens.saw("job again", lock.token)
+                await asyncio.to_thread(upgraded.stop)
+                assert await asyncio.to_thread(cluster.leader) is behind
+                async with session.mutex("job") as lock:
+                    tokens.saw("job on it", lock.token)
