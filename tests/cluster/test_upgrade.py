@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import io
+import json
 import subprocess
 import tarfile
 from pathlib import Path
@@ -87,6 +88,14 @@ async def speaks_current(server: ClusterServer) -> bool:
     return isinstance(answer, Welcome)
 
 
+def loaded_snapshot(server: ClusterServer) -> int:
+    """The index of the snapshot ``server``'s latest start loaded (0: none)."""
+    lines = server.output(this_start=True).splitlines()
+    loads = [json.loads(line) for line in lines if '"cluster_loaded"' in line]
+    assert loads, f"member {server.index} loaded nothing"
+    return int(loads[0]["snapshot"])
+
+
 class Tokens:
     """Every token a client was handed, in the order it was handed: never lower than
     one before it."""
@@ -101,6 +110,56 @@ class Tokens:
             assert token > last, f"{what} got token {token} after {last_what} got {last}"
         self.seen.append((what, token))
         return token
+
+
+class Upgrade:
+    """The members upgraded one at a time in the documented order (docs/operations.md
+    "Versions and upgrades"), while ``holder`` holds ``lock``."""
+
+    def __init__(self, cluster: TenureCluster, holder: tenure.Session, lock: tenure.Lock) -> None:
+        self.cluster, self.holder, self.lock = cluster, holder, lock
+        self.tokens = Tokens()
+        self.tokens.saw("the holder", lock.token)
+
+    async def run(self, waiting: asyncio.Future[tenure.Lock]) -> None:
+        """Upgrade every member, standbys first, the leader last; after each, journal
+        traffic through the cluster as it is then, the hold kept, ``waiting`` still
+        waiting."""
+        cluster = self.cluster
+        await self.step("old", waiting)
+        leader = cluster.leader()
+        order = [*(s for s in cluster.servers if s is not leader), leader]
+        for number, server in enumerate(order):
+            code = await asyncio.to_thread(server.stop)
+            assert code == 0, server.output()[-3000:]
+            server.env = {}  # this tree's build
+            await asyncio.to_thread(server.start)
+            assert await speaks_current(server), f"member {server.index} is not new"
+
+            async def caught_up(server: ClusterServer = server) -> bool:
+                """A standby again, holding every entry (operations.md's step 2)."""
+                view = await cluster.status(server)
+                me = next(m for m in view.members if m.address == server.address)
+                return bool(view.leader) and me.role == "standby" and me.applied >= view.index
+
+            await until(caught_up, f"member {server.index} follows the log again")
+            if server is not leader:  # it started from the old leader's snapshot
+                assert loaded_snapshot(server) > 0, server.output(this_start=True)[-3000:]
+            # The leader is the old build's until its own turn.
+            now_leading = await asyncio.to_thread(cluster.leader)
+            assert (now_leading is leader) == (server is not leader)
+            await self.step(f"upgraded-{number}", waiting)
+
+    async def step(self, label: str, waiting: asyncio.Future[tenure.Lock]) -> None:
+        """A persistent semaphore made and three mutexes held and released; the hold
+        kept, the waiter still waiting."""
+        holder = self.holder
+        await holder.semaphore(label).create(limit=1, data=label.encode())
+        for number in range(3):
+            async with holder.mutex(f"{label}-{number}") as other:
+                self.tokens.saw(f"{label}-{number}", other.token)
+        assert self.lock.lost_reason is None, f"{label}: {self.lock.lost_reason}"
+        assert not waiting.done(), f"{label}: the waiter was granted a held lock"
 
 
 async def watch_owners(semaphore: tenure.Semaphore, seen: list[tuple[int, ...]]) -> None:
@@ -118,7 +177,7 @@ async def test_a_rolling_upgrade_from_protocol_5_keeps_the_lock_held_and_tokens_
     cluster = TenureCluster(tmp_path / "cluster", etcd_member.endpoints, extra=EXTRA)
     for server in cluster.servers:
         server.env = dict(old)
-    recorder, tokens, owners = Recorder(), Tokens(), list[tuple[int, ...]]()
+    recorder, owners = Recorder(), list[tuple[int, ...]]()
     url = cluster.url()
     with cluster:
         for server in cluster.servers:
@@ -132,68 +191,49 @@ async def test_a_rolling_upgrade_from_protocol_5_keeps_the_lock_held_and_tokens_
             holder = await one.session("app", recovery_window=WINDOW)
             waiter = await two.session("app", recovery_window=WINDOW)
             watcher = await two.session("app", recovery_window=WINDOW)
-            lock = await holder.mutex("job").lock()
-            tokens.saw("the holder", lock.token)
+            upgrade = Upgrade(cluster, holder, await holder.mutex("job").lock())
             waiting = asyncio.ensure_future(waiter.mutex("job").lock())
             watching = asyncio.ensure_future(watch_owners(watcher.semaphore("job"), owners))
+            try:
+                await upgrade.run(waiting)
+                # Every member runs this tree, and the client speaks its protocol (it
+                # moved to the new leader in it when the old one stopped).
+                assert all([await speaks_current(server) for server in cluster.servers])
+                assert Capability.PREFIX_WATCH in one.capabilities
+                async with one.cache("app", prefix="upgraded-") as cache:
+                    found = {name: entry.data for name, entry in cache.items()}
+                    assert found == {f"upgraded-{n}": f"upgraded-{n}".encode() for n in range(3)}
+                # A session opened now has them (one opened while a member spoke
+                # version 5 keeps that version's abilities: docs/operations.md).
+                async with one.session("app") as fresh:
+                    claim = await fresh.claim("nightly", 0, 60)
+                    assert claim is not None
+                    upgrade.tokens.saw("a claim", claim.token)
+                    await claim.release()
 
-            async def step(label: str) -> None:
-                """Journal traffic through the cluster as it is now; the hold kept."""
-                await holder.semaphore(label).create(limit=1, data=label.encode())
-                for number in range(3):
-                    async with holder.mutex(f"{label}-{number}") as other:
-                        tokens.saw(f"{label}-{number}", other.token)
-                assert lock.lost_reason is None, f"{label}: {lock.lost_reason}"
-                assert not waiting.done(), f"{label}: the waiter was granted a held lock"
+                # The waiter has waited all along; it gets the lock once released.
+                # Until then the watcher saw the holder alone, through every restart.
+                lock = upgrade.lock
+                assert lock.lost_reason is None
+                held_throughout = list(owners)
+                await lock.release()
+                granted = await asyncio.wait_for(waiting, 30)
+                upgrade.tokens.saw("the waiter", granted.token)
 
-            await step("old")
-            leader = cluster.leader()
-            order = [*(s for s in cluster.servers if s is not leader), leader]
-            for number, server in enumerate(order):
-                code = await asyncio.to_thread(server.stop)
-                assert code == 0, server.output()[-3000:]
-                server.env = {}  # this tree's build
-                await asyncio.to_thread(server.start)
-                assert await speaks_current(server), f"member {server.index} is not new"
-                new_leader = await asyncio.to_thread(cluster.leader)
-                # The leader is the old build's until its own turn.
-                assert (new_leader is leader) == (server is not leader)
-                await step(f"upgraded-{number}")
+                async def watcher_sees_the_waiter() -> bool:
+                    return bool(owners) and owners[-1] == (granted.token,)
 
-            # Every member runs this tree: the client speaks its protocol everywhere.
-            assert all([await speaks_current(server) for server in cluster.servers])
-            await until(
-                lambda: asyncio.sleep(0, Capability.PREFIX_WATCH in one.capabilities),
-                "the client speaks the new protocol",
-            )
-            async with one.cache("app", prefix="upgraded-") as cache:
-                found = {name: entry.data for name, entry in cache.items()}
-                assert found == {f"upgraded-{n}": f"upgraded-{n}".encode() for n in range(3)}
-            # A session opened now has them (one opened while a member spoke version
-            # 5 keeps that version's abilities: docs/operations.md).
-            async with one.session("app") as fresh:
-                claim = await fresh.claim("nightly", 0, 60)
-                assert claim is not None
-                tokens.saw("a claim", claim.token)
-                await claim.release()
-
-            # The waiter has waited all along; it gets the lock once released.
-            assert lock.lost_reason is None
-            await lock.release()
-            granted = await asyncio.wait_for(waiting, 30)
-            tokens.saw("the waiter", granted.token)
-
-            async def watcher_sees_the_waiter() -> bool:
-                return bool(owners) and owners[-1] == (granted.token,)
-
-            await until(watcher_sees_the_waiter, "the watcher sees the waiter hold")
-            await granted.release()
-            watching.cancel()
-            await asyncio.gather(watching, return_exceptions=True)
+                await until(watcher_sees_the_waiter, "the watcher sees the waiter hold")
+                await granted.release()
+            finally:
+                for task in (waiting, watching):
+                    task.cancel()
+                await asyncio.gather(waiting, watching, return_exceptions=True)
 
     recorder.assert_never_overlap("job")
     recorder.assert_linearizable()
-    assert owners, "the watcher saw nothing"
+    assert held_throughout, "the watcher saw nothing"
+    assert set(held_throughout) == {(lock.token,)}, held_throughout
     assert all(len(held) <= 1 for held in owners), owners
     assert {held for held in owners if held} == {(lock.token,), (granted.token,)}
 
