@@ -83,6 +83,8 @@ _SLOW: Final = (
     "tests/server/test_backup.py::test_a_holder_of_the_old_server_sees_a_clear_loss_on_the_restored_one",
     "tests/cluster/test_backup.py::test_a_standby_sends_the_backup_to_its_leader",
     "tests/cluster/test_backup.py::test_a_backup_restored_into_a_new_cluster",
+    "tests/cluster/test_upgrade.py::test_a_rolling_upgrade_from_protocol_5_keeps_the_lock_held_and_tokens_rising",
+    "tests/cluster/test_upgrade.py::test_an_older_member_behind_a_newer_leader_stops_and_never_serves",
     "tests/test_conformance_kit.py::test_the_kit_passes_on_a_tenure_server",
     # The compiled build made by deploy/image/build.sh (a minute of CPU); a real
     # Prometheus and a three-member cluster over an etcd of its own (about 15 s).
@@ -159,6 +161,7 @@ TIERS: Final[dict[str, tuple[str, ...]]] = {
     "tests/backends/test_url_hint.py": UNIT,
     "tests/backends/test_remote_versions.py": UNIT,  # an in-process fake server
     "tests/backends/test_remote_cluster.py": UNIT,  # in-process fake cluster members
+    "tests/backends/test_remote_upgrade.py": UNIT,  # in-process fake cluster members
     "tests/cluster/test_parts.py": UNIT,
     "tests/cluster/test_appender.py": UNIT,  # a scripted store: nothing is started
     "tests/cluster/test_hosts.py": UNIT,  # plain objects: nothing is started

@@ -71,6 +71,9 @@ class ClusterServer:
         self.extra = extra
         self.proc: subprocess.Popen[bytes] | None = None
         self.starts = 0
+        #: Variables set for its next starts on top of this process's environment
+        #: (``PYTHONPATH``: which build of tenure it runs; tests/cluster/test_upgrade.py).
+        self.env: dict[str, str] = {}
 
     @property
     def address(self) -> str:
@@ -125,7 +128,7 @@ class ClusterServer:
                 stdin=subprocess.DEVNULL,
                 stdout=out,
                 stderr=subprocess.STDOUT,
-                env=os.environ.copy(),
+                env={**os.environ, **self.env},
             )
         if wait:
             self.wait_listening()

@@ -148,8 +148,9 @@ class Link:
         #: The Welcome of the current (or last) connection.
         self.welcome: Welcome | None = None
         #: The protocol version spoken to each server that refused the newest (by
-        #: address): kept for the link's life, so what a newer version added is then
-        #: UnsupportedError there.
+        #: address): kept while the link's connection lasts, so what a newer version
+        #: added is then UnsupportedError there; forgotten when it is lost (a server
+        #: upgraded was restarted: a rolling upgrade's last leader speaks the newest).
         self._versions: dict[str, int] = {}
         self.last_error: BaseException | None = None
         self.ping_interval = DEFAULT_PING_INTERVAL
@@ -447,6 +448,7 @@ class Link:
         self._fail(conn, DisconnectedError(f"lost the connection to {self.endpoint}: {why}"))
         log.info("lost the connection to %s: %s", self.endpoint, why)
         self._home.disconnected()
+        self._versions.clear()  # each door is asked the newest version again
         if not self._closing and (self._reconnector is None or self._reconnector.done()):
             self._reconnector = asyncio.ensure_future(self._reconnect())
             self._tasks.add(self._reconnector)
