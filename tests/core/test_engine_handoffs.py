@@ -41,7 +41,7 @@ def offered(name: str = "s", limit: int = 3, count: int = 2, data: bytes = b"job
     a, b = open_session(engine), open_session(engine)
     create_semaphore(engine, a, name, limit)
     token = acquire(engine, a, name, count, data=data).token
-    assert engine.apply(OfferHold(a, name, digest_of(SECRET)), 0.0) == token
+    assert engine.apply(OfferHold(a, name, digest_of(SECRET)), 0.0).token == token
     settled(engine)
     return engine, a, b, token
 

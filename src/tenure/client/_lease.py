@@ -68,6 +68,10 @@ class LeaseKeeper(Protocol):
         """``lease`` ended: stop tracking it."""
         ...
 
+    async def _handoff(self, lease: Lease) -> str:
+        """Offer ``lease``'s hold for adoption through the backend; the hand-off string."""
+        ...
+
 
 L = TypeVar("L", bound="Lease")
 
@@ -264,6 +268,32 @@ class Lease(Guarded):
         self.check()  # lost while the upgrade waited: the grant went with it
         self._grant = grant
         self.token, self.count, self.data = grant.token, grant.count, new_data
+
+    async def handoff(self) -> str:
+        """A string with which another session, of any client or process, takes this
+        hold over: ``await other_session.adopt(text)``.
+
+        Adopting is one step in the store: this lease then ends lost (LeaseLostError,
+        its ``async with`` body cancelled, as any loss), and the adopter holds the same
+        count and data under a new fencing token, strictly greater than :attr:`token`
+        (a fence that saw the adopter's refuses this one's). Until adopted the lease is
+        held as before. The string adopts once; each call makes a new one, and only
+        the latest works; a :meth:`restate` that changes the hold withdraws it.
+
+        The string is a capability: whoever has it can take the hold (it carries a
+        secret made now, 128 random bits, of which the store keeps only a digest), so
+        pass it as you would a password (docs/recipes.md, "Handing a lease to another
+        process").
+
+        Raises:
+            UnsupportedError: the backend cannot hand holds off (no HANDOFF).
+            PreconditionFailedError: the lease was released.
+            LostError: the lease was lost (its error).
+        """
+        self.check()
+        if not self.held:
+            raise PreconditionFailedError(f"{self!r} was released; nothing to hand off")
+        return await self.session._handoff(self)
 
     # -- async with -------------------------------------------------------------------
 

@@ -10,10 +10,10 @@ from tenure._core.commands.semaphores import AcquireResult
 
 
 @dataclass(frozen=True, slots=True)
-class OfferHold(Command[int]):
+class OfferHold(Command[AcquireResult]):
     """Offer the session's hold ``hold`` on ``name`` for adoption by whoever shows the
-    secret whose SHA-256 digest is ``digest`` (:class:`AdoptHold`); replies the hold's
-    fencing token.
+    secret whose SHA-256 digest is ``digest`` (:class:`AdoptHold`); replies the hold as
+    offered (GRANTED, its fencing token, count and lease TTL: what the hand-off names).
 
     The digest is kept with the hold (never listed: a describe does not show it) until
     the hold ends, is adopted, or is offered again (the latest offer replaces it). A

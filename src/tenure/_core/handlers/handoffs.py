@@ -43,8 +43,8 @@ def digest_of(secret: bytes) -> bytes:
     return hashlib.sha256(secret).digest()
 
 
-def offer_hold(state: EngineState, cmd: c.OfferHold, now: float) -> int:
-    """Keep ``digest`` with the session's hold (replacing an earlier offer); its token."""
+def offer_hold(state: EngineState, cmd: c.OfferHold, now: float) -> c.AcquireResult:
+    """Keep ``digest`` with the session's hold (replacing an earlier offer); the hold."""
     session, node = state.lookup_session_node(cmd.session_id)
     name, hold = check_place(cmd.name, cmd.hold)
     digest = cmd.digest
@@ -57,7 +57,7 @@ def offer_hold(state: EngineState, cmd: c.OfferHold, now: float) -> int:
     if owner is None:
         raise NotFoundError(f"session {session.session_id} holds no tokens of {name!r}")
     owner.offer = digest
-    return owner.token
+    return c.AcquireResult(c.AcquireStatus.GRANTED, owner.token, owner.count, owner.lease_ttl)
 
 
 def adopt_hold(state: EngineState, cmd: c.AdoptHold, now: float) -> c.AcquireResult:
