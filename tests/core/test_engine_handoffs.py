@@ -3,10 +3,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import pytest
 
 from tenure._core import (
     AcquireStatus,
+    Engine,
     AdoptHold,
     DescribeSession,
     OfferHold,
@@ -35,7 +38,9 @@ from .support import (
 SECRET = b"s" * 16
 
 
-def offered(name: str = "s", limit: int = 3, count: int = 2, data: bytes = b"job-7"):  # type: ignore[no-untyped-def]
+def offered(
+    name: str = "s", limit: int = 3, count: int = 2, data: bytes = b"job-7"
+) -> tuple[Engine, int, int, int]:
     """An engine where session A holds ``count`` tokens of ``name`` and offered them."""
     engine = make_engine()
     a, b = open_session(engine), open_session(engine)
@@ -49,13 +54,20 @@ def offered(name: str = "s", limit: int = 3, count: int = 2, data: bytes = b"job
 def test_adopt_moves_the_hold_with_its_count_and_data_under_a_greater_token() -> None:
     engine, a, b, token = offered()
     result = engine.apply(AdoptHold(b, "s", a, 0, token, SECRET, hold=0), 1.0)
-    assert result.status is AcquireStatus.GRANTED and result.count == 2
-    assert result.token is not None and result.token > token
+    assert result.status is AcquireStatus.GRANTED
+    assert result.count == 2
+    assert result.token is not None
+    assert result.token > token
     effects = settled(engine)
     (gone,) = lost(effects)
     assert (gone.session_id, gone.token, gone.name) == (a, token, "s")
     (owner,) = describe(engine, b, "s").owners
-    assert (owner.session_id, owner.count, owner.data, owner.token) == (b, 2, b"job-7", result.token)
+    assert (owner.session_id, owner.count, owner.data, owner.token) == (
+        b,
+        2,
+        b"job-7",
+        result.token,
+    )
     # The old session's loss is kept for a re-attach, as any loss it did not cause.
     state = engine.apply(DescribeSession(a), 1.0)
     assert [m.token for m in state.missed if hasattr(m, "token")] == [token]
@@ -81,7 +93,9 @@ def test_adopting_twice_fails_and_the_first_adopter_keeps_the_hold() -> None:
         pytest.param(lambda e, a, b, t: AdoptHold(b, "t", a, 0, t, SECRET), id="wrong name"),
     ],
 )
-def test_a_hand_off_that_is_not_the_offered_one_is_refused_and_changes_nothing(change) -> None:  # type: ignore[no-untyped-def]
+def test_a_hand_off_that_is_not_the_offered_one_is_refused_and_changes_nothing(
+    change: Callable[[Engine, int, int, int], AdoptHold],
+) -> None:
     engine, a, b, token = offered()
     before = snapshot(engine)
     with pytest.raises(LeaseLostError):
@@ -141,7 +155,8 @@ def test_offering_what_is_not_held_and_bad_arguments_are_refused() -> None:
 def test_an_offer_survives_a_snapshot_and_a_describe_never_shows_it() -> None:
     engine, a, b, token = offered()
     shown = repr(describe(engine, b, "s"))
-    assert repr(digest_of(SECRET)) not in shown and "offer" not in shown
+    assert repr(digest_of(SECRET)) not in shown
+    assert "offer" not in shown
     again = load(dump(engine))
     assert snapshot(again) == snapshot(engine)
     assert again.apply(AdoptHold(b, "s", a, 0, token, SECRET), 1.0).count == 2

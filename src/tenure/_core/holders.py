@@ -164,7 +164,16 @@ class Owner:
 
     def _fields(self) -> tuple[object, ...]:
         lease = (self.lease_ttl, self.lease_deadline)
-        return (self.key, self.count, self.data, self.token, lease, self.since, self.task, self.offer)
+        return (
+            self.key,
+            self.count,
+            self.data,
+            self.token,
+            lease,
+            self.since,
+            self.task,
+            self.offer,
+        )
 
     def __eq__(self, other: object) -> bool:
         if type(other) is not Owner:

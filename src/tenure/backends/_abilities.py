@@ -4,8 +4,9 @@ The core (:class:`~tenure.backends._core_session.CoreSession`, ten members, each
 why in :mod:`tenure.backends._core_session`; re-exported here) is what every backend
 must do. What is left out of it is what the code shows can be done without, or built
 over it: an all-or-none set of locks, a lease's own TTL, a session taken back by
-another process, a hold handed to another session, the store's clock for rate limiters and claims, a watch of a whole
-prefix, the asking task's number for deadlock detection. Each is an **ability**: a
+another process, a hold handed to another session, the store's clock for rate
+limiters and claims, a watch of a whole prefix, the asking task's number for
+deadlock detection. Each is an **ability**: a
 small protocol of its own (one or two members, each member's meaning stated there),
 tied to one :class:`~tenure.backends._base.Capability` by :data:`ABILITIES`. A
 backend that declares the capability implements the protocol, and one that

@@ -120,6 +120,8 @@ class CommandStore(HandoffCommands):
     engine keeps none, and pushes no WatchFired).
     """
 
+    channel: CommandChannel
+
     def __init__(
         self,
         channel: CommandChannel,

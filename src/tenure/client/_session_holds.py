@@ -300,8 +300,8 @@ class SessionHolds:
     async def _take_over(self, text: str) -> Lease:
         """The hold the hand-off ``text`` names, adopted as a lease of this session and
         of the caller (see :meth:`tenure.Session.adopt`)."""
-        handoff = Handoff.from_str(text)  # (a garbled string: InvalidArgumentError, first)
         backend = handoffs(self._backend_session())
+        handoff = Handoff.from_str(text)  # (garbled: InvalidArgumentError, before any I/O)
         task = asyncio.current_task(self._loop)
         caller = current_caller(task)
         name = handoff.name

@@ -6,8 +6,8 @@ plain values, commands can be logged and replayed: the same commands at the same
 times always produce the same state.
 
 One module per topic, as the handlers (:mod:`tenure._core.handlers`) are: ``nodes``,
-``sessions``, ``listing``, ``semaphores``, ``sets``, ``limiters``, ``claims``, ``handoffs``, ``watches``;
-``base`` has :class:`Command`. Import them from here.
+``sessions``, ``listing``, ``semaphores``, ``sets``, ``limiters``, ``claims``,
+``handoffs``, ``watches``; ``base`` has :class:`Command`. Import them from here.
 """
 
 from __future__ import annotations

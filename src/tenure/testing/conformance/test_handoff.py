@@ -46,13 +46,15 @@ async def test_a_worker_adopts_the_hold_with_a_greater_token_and_the_producer_is
     lock = await producer.mutex("job").lock(data=b"job-7")
     fence.write(lock.token, b"producer: started")
     text = await lock.handoff()
-    assert isinstance(text, str) and text.isascii()
+    assert isinstance(text, str)
+    assert text.isascii()
     assert lock.held  # held until adopted
 
     adopted = await worker.adopt(text)
 
     assert isinstance(adopted, tenure.Lease)
-    assert adopted.session is worker and adopted.held
+    assert adopted.session is worker
+    assert adopted.held
     assert adopted.token > lock.token
     assert (adopted.name, adopted.count, adopted.data) == ("job", lock.count, b"job-7")
     assert await owners(worker, "job") == [worker.id]
@@ -87,7 +89,8 @@ async def test_the_adopted_lease_guards_a_block_and_the_old_holders_block_is_can
         await within(holding, "the old holder's block ends")
     async with adopted:
         assert adopted.held
-    assert not adopted.held and adopted.lost_reason is None
+    assert not adopted.held
+    assert adopted.lost_reason is None
 
 
 async def test_a_semaphore_hold_keeps_its_count_and_data_and_waiters_keep_their_order(
@@ -113,7 +116,8 @@ async def test_a_semaphore_hold_keeps_its_count_and_data_and_waiters_keep_their_
         (adopter.id, 2, b"two", adopted.token)
     ]
     assert await waiters(adopter, "pool") == [first.id, second.id]
-    assert not waiting_first.done() and not waiting_second.done()
+    assert not waiting_first.done()
+    assert not waiting_second.done()
     await adopted.release()
     granted_first = await within(waiting_first)
     granted_second = await within(waiting_second)
@@ -223,14 +227,26 @@ async def test_a_forged_secret_or_token_is_refused_and_the_holder_keeps_its_leas
             real.scheme, real.node, real.name, real.holder, real.holder_hold, real.token, b"\0" * 16
         ),
         tenure.backends.Handoff(
-            real.scheme, real.node, real.name, real.holder, real.holder_hold, real.token + 1, real.secret
+            real.scheme,
+            real.node,
+            real.name,
+            real.holder,
+            real.holder_hold,
+            real.token + 1,
+            real.secret,
         ),
     ]
     for forged in forgeries:
         with pytest.raises(LeaseLostError):
             await adopter.adopt(forged.to_str())
     other_node = tenure.backends.Handoff(
-        real.scheme, real.node + "-x", real.name, real.holder, real.holder_hold, real.token, real.secret
+        real.scheme,
+        real.node + "-x",
+        real.name,
+        real.holder,
+        real.holder_hold,
+        real.token,
+        real.secret,
     )
     with pytest.raises(InvalidArgumentError, match="node"):
         await adopter.adopt(other_node.to_str())
@@ -250,6 +266,7 @@ async def test_adopting_from_the_same_session_moves_the_hold_to_a_new_lease(
         return await session.adopt(text)  # (another task: the caller holding "job" may not)
 
     adopted = await within(spawn(adopt()))
-    assert adopted.token > lock.token and adopted.session is session
+    assert adopted.token > lock.token
+    assert adopted.session is session
     await _lost(lock)
     assert session.leases("job") == [adopted]
