@@ -9,9 +9,9 @@ import pytest
 
 from tenure._core import (
     AcquireStatus,
-    Engine,
     AdoptHold,
     DescribeSession,
+    Engine,
     OfferHold,
     Release,
 )
@@ -46,6 +46,7 @@ def offered(
     a, b = open_session(engine), open_session(engine)
     create_semaphore(engine, a, name, limit)
     token = acquire(engine, a, name, count, data=data).token
+    assert token is not None
     assert engine.apply(OfferHold(a, name, digest_of(SECRET)), 0.0).token == token
     settled(engine)
     return engine, a, b, token
