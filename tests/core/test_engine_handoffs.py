@@ -104,15 +104,21 @@ def test_a_hand_off_that_is_not_the_offered_one_is_refused_and_changes_nothing(
     assert snapshot(engine) == before
 
 
-def test_a_released_hold_and_a_restated_one_cannot_be_adopted() -> None:
+def test_a_released_or_upgraded_hold_cannot_be_adopted_and_a_restated_one_can() -> None:
     engine, a, b, token = offered()
     engine.apply(Release(a, "s"), 1.0)
     with pytest.raises(LeaseLostError):
         engine.apply(AdoptHold(b, "s", a, 0, token, SECRET), 1.0)
     engine, a, b, token = offered()
-    acquire(engine, a, "s", 1, data=b"job-7")  # (a shrink: the same token, a new hold record)
+    acquire(engine, a, "s", 3)  # (an upgrade: a new token, a new grant)
     with pytest.raises(LeaseLostError):
         engine.apply(AdoptHold(b, "s", a, 0, token, SECRET), 1.0)
+    engine, a, b, token = offered()
+    acquire(engine, a, "s", 1, data=b"job-8")  # (in place: the same token, the offer kept)
+    adopted = engine.apply(AdoptHold(b, "s", a, 0, token, SECRET), 1.0)
+    assert adopted.count == 1
+    (owner,) = describe(engine, b, "s").owners
+    assert (owner.session_id, owner.data) == (b, b"job-8")
 
 
 def test_offering_again_replaces_the_offer() -> None:

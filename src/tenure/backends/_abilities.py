@@ -132,7 +132,8 @@ class Handoffs(Protocol):
         """Offer this session's hold ``grant`` on ``name`` for adoption: what another
         session adopts it with (:meth:`adopt_hold`), carrying a secret made now (128
         random bits) that the store keeps only a proof of. The latest offer of a hold
-        is the one that adopts; a restate that changes the hold withdraws it.
+        is the one that adopts; it names the hold by its token (a restate in place
+        keeps it; an upgrade, a new token, withdraws it).
 
         Raises LeaseLostError if the grant is no longer held, the session's loss
         error once it ended, UnsupportedError on a backend without HANDOFF.

@@ -278,7 +278,8 @@ class Lease(Guarded):
         count and data under a new fencing token, strictly greater than :attr:`token`
         (a fence that saw the adopter's refuses this one's). Until adopted the lease is
         held as before. The string adopts once; each call makes a new one, and only
-        the latest works; a :meth:`restate` that changes the hold withdraws it.
+        the latest works. A :meth:`restate` in place (same token) keeps it, and the
+        adopter takes the hold as it is then; an upgrade (a new token) withdraws it.
 
         The string is a capability: whoever has it can take the hold (it carries a
         secret made now, 128 random bits, of which the store keeps only a digest), so

@@ -16,10 +16,11 @@ class OfferHold(Command[AcquireResult]):
     offered (GRANTED, its fencing token, count and lease TTL: what the hand-off names).
 
     The digest is kept with the hold (never listed: a describe does not show it) until
-    the hold ends, is adopted, or is offered again (the latest offer replaces it). A
-    restate of the hold that changes it (its count or data, or an upgrade) withdraws the
-    offer: the hand-off names the hold as it was offered. NotFoundError if the session
-    does not hold ``name`` with that number.
+    the hold ends, is adopted, or is offered again (the latest offer replaces it). The
+    hand-off names the hold by its token: a restate in place (new data, fewer tokens:
+    the same token) keeps the offer, and the adopter takes the hold as it is then; an
+    upgrade (a new token) withdraws it. NotFoundError if the session does not hold
+    ``name`` with that number.
     """
 
     session_id: int
