@@ -270,3 +270,26 @@ async def test_adopting_from_the_same_session_moves_the_hold_to_a_new_lease(
     assert adopted.session is session
     await _lost(lock)
     assert session.leases("job") == [adopted]
+
+
+async def test_a_restate_in_place_keeps_the_hand_off_and_an_upgrade_withdraws_it(
+    client: tenure.Client, client2: tenure.Client, node: str
+) -> None:
+    holder = await client.session(node)
+    adopter = await client2.session(node)
+    await holder.semaphore("pool").create(limit=3)
+    lease = await holder.semaphore("pool").acquire(2, data=b"two")
+    text = await lease.handoff()
+    await lease.restate(1, data=b"one")  # (in place: the same token)
+    adopted = await adopter.adopt(text)
+    assert (adopted.count, adopted.data) == (1, b"one")
+
+    other = await client.session(node)
+    upgraded = await other.semaphore("pool").acquire(1)
+    text = await upgraded.handoff()
+    before = upgraded.token
+    await upgraded.restate(2)  # (an upgrade: a new token, granted at once)
+    assert upgraded.token > before
+    with pytest.raises(LeaseLostError):
+        await (await client2.session(node)).adopt(text)
+    assert upgraded.held
