@@ -135,6 +135,7 @@ async def test_a_hand_off_adopts_once(
     adopted = await one.adopt(text)
     with pytest.raises(LeaseLostError, match="cannot be adopted"):
         await two.adopt(text)
+    await _lost(lock)  # (its task holds "job" in its session until it hears)
     with pytest.raises(LeaseLostError):
         await holder.adopt(text)  # (not even by the session that offered it)
     assert adopted.held
