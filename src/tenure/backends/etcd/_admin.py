@@ -28,8 +28,8 @@ from tenure._etcd.requests import (
     put,
 )
 from tenure._etcd.streams import WatchHub
-from tenure.backends._prefix import PrefixStream
 from tenure.backends._capability import Capability
+from tenure.backends._prefix import PrefixStream
 from tenure.backends._store import BoundSession
 from tenure.backends.etcd._claims import Claims
 from tenure.backends.etcd._hints import Hints
