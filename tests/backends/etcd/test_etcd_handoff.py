@@ -15,7 +15,7 @@ async def test_a_hand_off_is_refused_saying_why_and_the_lease_stays_held(etcd_ur
         await client.create_node("n")
         session = await client.session("n")
         lock = await session.mutex("job").lock()
-        with pytest.raises(UnsupportedError, match="handoff.*create_revision"):
+        with pytest.raises(UnsupportedError, match=r"handoff.*create_revision"):
             await lock.handoff()
         with pytest.raises(UnsupportedError, match="the capability handoff"):
             await session.adopt("h1.anything")
