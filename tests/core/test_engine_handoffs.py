@@ -10,21 +10,27 @@ import pytest
 from tenure._core import (
     AcquireStatus,
     AdoptHold,
+    CreateSession,
     DescribeSession,
     Engine,
     OfferHold,
     Release,
 )
 from tenure._core.handlers.handoffs import digest_of
+from tenure._core.invariants import check_invariants
+from tenure._core.quotas import TRACKED, Quota
 from tenure._core.snapshot import dump, load
 from tenure.errors import (
     InvalidArgumentError,
     LeaseLostError,
+    LimitExceededError,
     NotFoundError,
     PreconditionFailedError,
 )
 
 from .support import (
+    KEY,
+    NODE,
     acquire,
     create_semaphore,
     describe,
@@ -167,3 +173,34 @@ def test_an_offer_survives_a_snapshot_and_a_describe_never_shows_it() -> None:
     again = load(dump(engine))
     assert snapshot(again) == snapshot(engine)
     assert again.apply(AdoptHold(b, "s", a, 0, token, SECRET), 1.0).count == 2
+
+
+def test_an_adopted_hold_and_its_data_count_against_the_adopters_quota() -> None:
+    """The adopter's owner takes the hold and its data (refused past its quota, nothing
+    moved); the holder's gives them back."""
+    engine = make_engine()
+    engine.ledger.quotas = {"small": Quota(data_bytes=len(KEY) + 5)}  # (its session's key)
+
+    def opened(actor: str) -> int:
+        engine.actor = actor
+        try:
+            return engine.apply(CreateSession(NODE, KEY), 0.0).session_id
+        finally:
+            engine.actor = ""
+
+    def usage(owner: str) -> dict[str, int]:
+        return dict(zip(TRACKED, engine.ledger.of(owner).counts, strict=True))
+
+    holder, adopter, small = opened("big"), opened("other"), opened("small")
+    token = acquire(engine, holder, "m", 1, ephemeral=True, data=b"d" * 10).token
+    assert token is not None
+    engine.apply(OfferHold(holder, "m", digest_of(SECRET)), 0.0)
+    before = snapshot(engine)
+    with pytest.raises(LimitExceededError, match="'small' is over its quota data_bytes"):
+        engine.apply(AdoptHold(small, "m", holder, 0, token, SECRET), 1.0)
+    assert snapshot(engine) == before  # refused: nothing moved
+    assert (usage("big")["holds"], usage("big")["data_bytes"] >= 10) == (1, True)
+    engine.apply(AdoptHold(adopter, "m", holder, 0, token, SECRET), 1.0)
+    assert usage("big")["holds"] == 0
+    assert usage("other")["holds"] == 1
+    check_invariants(engine)
