@@ -271,20 +271,13 @@ class Lease(Guarded):
 
     async def handoff(self) -> str:
         """A string with which another session, of any client or process, takes this
-        hold over: ``await other_session.adopt(text)``.
-
-        Adopting is one step in the store: this lease then ends lost (LeaseLostError,
-        its ``async with`` body cancelled, as any loss), and the adopter holds the same
-        count and data under a new fencing token, strictly greater than :attr:`token`
-        (a fence that saw the adopter's refuses this one's). Until adopted the lease is
-        held as before. The string adopts once; each call makes a new one, and only
-        the latest works. A :meth:`restate` in place (same token) keeps it, and the
-        adopter takes the hold as it is then; an upgrade (a new token) withdraws it.
-
-        The string is a capability: whoever has it can take the hold (it carries a
-        secret made now, 128 random bits, of which the store keeps only a digest), so
-        pass it as you would a password (docs/recipes.md, "Handing a lease to another
-        process").
+        hold over: ``await other_session.adopt(text)``, in one step of the store. This
+        lease then ends lost (LeaseLostError, as any loss); the adopter holds the same
+        count and data under a new token, strictly greater than :attr:`token`. Held
+        until adopted; adopts once, only the latest string; a restate in place keeps
+        it, an upgrade withdraws it. A capability: whoever has the string (a 128-bit
+        secret; the store keeps its digest) can take the hold (docs/recipes.md,
+        "Handing a lease to another process").
 
         Raises:
             UnsupportedError: the backend cannot hand holds off (no HANDOFF).
