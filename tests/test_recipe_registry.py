@@ -23,6 +23,7 @@ KIT = ROOT / "src" / "tenure" / "testing" / "conformance"
 #: The public methods of a session that make no recipe (each says why).
 NOT_RECIPES = {
     "acquire": "the primitive every recipe is made with",
+    "adopt": "takes over a lease another session handed off (a lease's, not a recipe)",
     "check": "raises the loss error if the session was lost",
     "close": "ends the session",
     "keep_lease": "the sync session keeps a sync recipe's lease as its async lease's twin",

@@ -9,7 +9,10 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
+import pytest
+
 import tenure
+from tenure.errors import LeaseLostError
 from tests.cluster.harness import TenureCluster, until
 from tests.etcd.cluster import EtcdCluster
 
@@ -45,6 +48,46 @@ async def test_a_lock_held_through_the_leader_killed_stays_held_and_the_next_tok
                 granted = await asyncio.wait_for(waiting, 30)
                 assert granted.token > other.token
                 await granted.release()
+
+
+async def test_a_hand_off_survives_the_leader_killed_both_adopted_and_only_offered(
+    cluster: TenureCluster,
+) -> None:
+    url = cluster.url()
+    async with tenure.connect(url) as one, tenure.connect(url) as two:
+        await one.create_node("app", exist_ok=True)
+        async with (
+            one.session("app", recovery_window=WINDOW) as producer,
+            two.session("app", recovery_window=WINDOW) as worker,
+        ):
+            first = await producer.mutex("first").lock()
+            moved = await worker.adopt(await first.handoff())  # adopted before the kill
+            lock = await producer.mutex("job").lock(data=b"job-7")
+            text = await lock.handoff()  # only offered before the kill
+
+            old = cluster.leader()
+            await asyncio.to_thread(old.kill)
+            await asyncio.to_thread(cluster.leader, excluding=old)
+
+            # The new leader replayed both: the adoption stands, and the offer adopts.
+            assert moved.held
+
+            async def first_lost() -> bool:
+                return isinstance(first.lost_reason, LeaseLostError)
+
+            await until(first_lost, "the first lease hears it was handed off")
+            adopted = await worker.adopt(text)
+            assert adopted.token > lock.token > moved.token
+            assert adopted.data == b"job-7"
+
+            async def lost() -> bool:
+                return isinstance(lock.lost_reason, LeaseLostError)
+
+            await until(lost, "the producer's lease hears it was handed off")
+            with pytest.raises(LeaseLostError):
+                await producer.adopt(text)  # once only, on the new leader too
+            await adopted.release()
+            await moved.release()
 
 
 async def test_a_graceful_stop_of_the_leader_hands_over_and_clients_follow(

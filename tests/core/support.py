@@ -162,7 +162,8 @@ def snapshot(engine: Engine) -> Any:
                 sem.describe(owners=True, waiters=True),
                 sem.blocked_until,
                 tuple(
-                    (o.hold, o.token, o.lease_ttl, o.lease_deadline) for o in sem.owners.values()
+                    (o.hold, o.token, o.lease_ttl, o.lease_deadline, o.offer)
+                    for o in sem.owners.values()
                 ),
                 tuple(
                     (w.session_id, w.hold, w.request_id, w.deadline, w.lease_ttl)

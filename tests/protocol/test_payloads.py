@@ -137,6 +137,7 @@ STABLE_TAGS = {
     "UpdateSemaphore": 25, "DeleteSemaphore": 26, "DescribeSemaphore": 27, "CancelWatch": 28,
     "ListSemaphores": 29, "ClusterStatus": 30, "SwapSemaphoreData": 31, "ReserveUnits": 32,
     "AcquireAll": 33, "ClaimName": 34, "ReleaseClaim": 35, "WatchPrefix": 40,
+    "OfferHold": 41, "AdoptHold": 42,
     "Granted": 1, "AcquireFailed": 2, "LeaseLost": 3, "WatchFired": 4, "SessionEnded": 5,
     "SessionInfo": 1, "AcquireResult": 2, "NodeDescription": 3, "DescribeResult": 4,
     "SessionState": 5, "NodePage": 6, "SemaphorePage": 7, "SessionPage": 8, "ClusterView": 9,

@@ -32,9 +32,10 @@ _SESSION_BITS = (1 << 64) - 1
 
 
 class OwnerRest:
-    """What an owner keeps beyond the usual hold's: its data, its lease (see :class:`Owner`)."""
+    """What an owner keeps beyond the usual hold's: its data, its lease, its hand-off
+    offer (see :class:`Owner`)."""
 
-    __slots__ = ("data", "deadline", "ttl")
+    __slots__ = ("data", "deadline", "offer", "ttl")
 
     def __init__(self, data: bytes, ttl: float | None, deadline: float | None) -> None:
         self.data = data
@@ -42,6 +43,9 @@ class OwnerRest:
         #: None without a lease.
         self.ttl = ttl
         self.deadline = deadline
+        #: The SHA-256 digest of the secret its hand-off was offered with (OfferHold),
+        #: or None: not offered.
+        self.offer: bytes | None = None
 
 
 class Owner:
@@ -138,14 +142,38 @@ class Owner:
         rest = self._rest
         if rest is not None:  # (a renewal: the same record, restarted)
             rest.ttl, rest.deadline = ttl, deadline
-            if ttl is None and deadline is None and not rest.data:
+            if ttl is None and deadline is None and not rest.data and rest.offer is None:
                 self._rest = None
         elif ttl is not None or deadline is not None:
             self._rest = OwnerRest(b"", ttl, deadline)
 
+    @property
+    def offer(self) -> bytes | None:
+        """The digest of the secret its hand-off was offered with (OfferHold), or None."""
+        rest = self._rest
+        return None if rest is None else rest.offer
+
+    @offer.setter
+    def offer(self, digest: bytes | None) -> None:
+        rest = self._rest
+        if rest is None:
+            if digest is None:
+                return
+            rest = self._rest = OwnerRest(b"", None, None)
+        rest.offer = digest
+
     def _fields(self) -> tuple[object, ...]:
         lease = (self.lease_ttl, self.lease_deadline)
-        return (self.key, self.count, self.data, self.token, lease, self.since, self.task)
+        return (
+            self.key,
+            self.count,
+            self.data,
+            self.token,
+            lease,
+            self.since,
+            self.task,
+            self.offer,
+        )
 
     def __eq__(self, other: object) -> bool:
         if type(other) is not Owner:

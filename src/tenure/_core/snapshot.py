@@ -121,6 +121,7 @@ def _dump_node(node: Node) -> Plain:
     waiters: list[object] = []
     owner_tasks: list[int] = []
     waiter_tasks: list[int] = []
+    offers: list[object] = []
     for sem in node.semaphores.values():
         held, queued = sem.owners, sem.waiters
         semaphores += (
@@ -144,6 +145,8 @@ def _dump_node(node: Node) -> Plain:
                 o.since,
             )
             owner_tasks.append(o.task)
+            if o.offer is not None:  # (a hand-off offered: rare, so a list of its own)
+                offers += (sem.name, o.session_id, o.hold, o.offer)
         for w in queued.values():
             waiters += (
                 w.session_id,
@@ -167,6 +170,8 @@ def _dump_node(node: Node) -> Plain:
     }
     if any(owner_tasks) or any(waiter_tasks):  # (else every task 0: no key at all)
         plain["tasks"] = [owner_tasks, waiter_tasks]
+    if offers:
+        plain["offers"] = offers
     if node.annex:  # (most nodes have none: no key at all for them)
         plain["annex"] = dict(node.annex)
     if node.sets:

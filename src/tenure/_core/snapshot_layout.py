@@ -31,7 +31,12 @@ owns each session, node and semaphore (``"owners"``: flat lists of ``sessions``
 (id, owner), ``nodes`` (name, owner) and ``semaphores`` (node, name, owner), only
 of those whose owner is a token; :mod:`tenure._core.ownership`), and changed so
 that an older server refuses such a snapshot rather than forget whose they are (and
-so the quotas). Versions 1 to 9 load with every object nobody's. Versions 1 (a dict per
+so the quotas). Any version may carry each node's hand-off offers (``"offers"``:
+per offered hold its semaphore's name, session id, hold number and the digest of its
+secret, flat; only on a node that has one; :mod:`tenure._core.handlers.handoffs`):
+added without a new version, since a server that ignores them only makes the
+outstanding hand-off strings fail to adopt (a clear LeaseLostError), never a hold
+wrong. Versions 1 to 9 load with every object nobody's. Versions 1 (a dict per
 semaphore), 2 and 3 still load, every hold 0; versions 1 to 4 load with no
 identities and every time at the snapshot's ``now``; versions 1 to 5 load with no
 annex; versions 1 to 7 with no sets; versions 1 to 8 with every task 0 (not known:

@@ -122,6 +122,7 @@ def _load(data: Plain, version: int) -> Engine:
             _load_semaphores_v2(engine, node, plain)
         else:
             _load_semaphores_v1(engine, node, plain["semaphores"])
+        _load_offers(node, plain.get("offers"))
     if version > 2:
         width = MISSED_FIELDS if version > 3 else MISSED_FIELDS - 1
         for sid, kind, name, number, code, message, *hold in _rows(data["missed"], width):
@@ -139,6 +140,21 @@ def _load(data: Plain, version: int) -> Engine:
     engine.reschedule_all()
     load_owners(engine, data.get("owners") if version > 9 else None)
     return engine
+
+
+def _load_offers(node: Node, plain: object) -> None:
+    """Put back each hand-off offer (``"offers"``: name, session id, hold, digest, flat)
+    on its owner; absent (an older snapshot, or none offered): nothing."""
+    if plain is None:
+        return
+    if not isinstance(plain, list) or len(plain) % 4:
+        raise ValueError(f"node {node.name!r}: offers are not (name, session, hold, digest)s")
+    for name, sid, hold, digest in _rows(plain, 4):
+        sem = node.semaphores.get(name)
+        owner = None if sem is None else sem.owner(holder_key(sid, hold))
+        if owner is None or type(digest) is not bytes:
+            raise ValueError(f"node {node.name!r}: an offer of {name!r} names no owner")
+        owner.offer = digest
 
 
 def _sets(plain: object) -> dict[int, tuple[tuple[str, int], ...]]:

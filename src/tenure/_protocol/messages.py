@@ -23,6 +23,7 @@ from tenure._core._dataclass import dataclass
 from tenure._core.commands import (
     Acquire,
     AcquireAll,
+    AdoptHold,
     ClaimName,
     Command,
     CreateSession,
@@ -31,6 +32,7 @@ from tenure._core.commands import (
     ListNodes,
     ListSemaphores,
     ListSessions,
+    OfferHold,
     ReleaseClaim,
     ReserveUnits,
     SwapSemaphoreData,
@@ -72,6 +74,7 @@ __all__ = [
     "SINCE_VERSION_4",
     "SINCE_VERSION_5",
     "SINCE_VERSION_6",
+    "SINCE_VERSION_7",
     "SUPPORTED_VERSIONS",
     "ClientMessage",
     "ConnectionClosed",
@@ -103,11 +106,12 @@ __all__ = [
 #: semaphores, all or none), version 6 WatchPrefix (a watch of every semaphore
 #: under a prefix), ClaimName and ReleaseClaim (claims), NodeConfig's ``max_claims``,
 #: the asking task's number on Acquire and AcquireAll (deadlock detection) and the
-#: broken deadlocks on NodeDescription.
-PROTOCOL_VERSION: Final = 6
+#: broken deadlocks on NodeDescription. Version 7 added OfferHold and AdoptHold (a
+#: hold handed off to another session under a new token).
+PROTOCOL_VERSION: Final = 7
 #: The versions a server built from this code accepts in a Hello. To an older peer
 #: it sends the layouts of the peer's version (:func:`for_version`).
-SUPPORTED_VERSIONS: Final = frozenset({1, 2, 3, 4, 5, PROTOCOL_VERSION})
+SUPPORTED_VERSIONS: Final = frozenset({1, 2, 3, 4, 5, 6, PROTOCOL_VERSION})
 #: Commands a version-1 peer does not know (a client must not send them to it).
 SINCE_VERSION_2: Final = frozenset({ListNodes, ListSemaphores, ListSessions, KillSession})
 #: Commands a version-1 or version-2 peer does not know.
@@ -118,6 +122,8 @@ SINCE_VERSION_4: Final = frozenset({SwapSemaphoreData})
 SINCE_VERSION_5: Final = frozenset({ReserveUnits, AcquireAll})
 #: Commands a peer of version 1 to 5 does not know.
 SINCE_VERSION_6: Final = frozenset({WatchPrefix, ClaimName, ReleaseClaim})
+#: Commands a peer of version 1 to 6 does not know.
+SINCE_VERSION_7: Final = frozenset({OfferHold, AdoptHold})
 #: Welcome.role of a server that is not part of a cluster, of a cluster's leader,
 #: and of a standby (which answers only ClusterStatus and Ping: docs/protocol.md 16).
 STANDALONE: Final = ""
@@ -391,7 +397,8 @@ def for_version(message: Message, version: int | None) -> Message:
     always did. A peer of version 1 to 5 knows Acquire and AcquireAll without the
     asking task, and NodeDescription without the broken deadlocks (left out alike),
     and does not know NodeConfig's ``max_claims``: a node's description reaches it
-    with the setting at its default (left out).
+    with the setting at its default (left out). Version 7 changed no layout, only
+    added commands.
     """
     if version is None or version >= 6:
         return message

@@ -194,6 +194,25 @@ _COMMANDS: Final = (
         [("node", STR), ("prefix", STR), ("after", STR), ("limit", UINT)],
         tag=29,
     ),
+    # protocol version 7: a hold's hand-off (tenure._core.handlers.handoffs)
+    Record(
+        c.OfferHold,
+        [("session_id", UINT), ("name", STR), ("digest", BIN), ("hold", UINT)],
+        tag=41,
+    ),
+    Record(
+        c.AdoptHold,
+        [
+            ("session_id", UINT),
+            ("name", STR),
+            ("holder", UINT),
+            ("holder_hold", UINT),
+            ("token", UINT),
+            ("secret", BIN),
+            ("hold", UINT),
+        ],
+        tag=42,
+    ),
     CLUSTER_STATUS,  # (version 3: not the engine's, the server answers it: _protocol.cluster)
 )
 

@@ -274,6 +274,8 @@ REPLY_TYPES: Final[Mapping[type, tuple[type, ...]]] = {
     c.AcquireAll: (c.AcquireAllResult,),
     c.ClaimName: (ClaimRecord,),
     c.ReleaseClaim: (bool,),
+    c.OfferHold: (c.AcquireResult,),
+    c.AdoptHold: (c.AcquireResult,),
     c.DescribeSemaphore: (c.DescribeResult,),
     c.CancelWatch: (bool,),
     c.WatchPrefix: (c.WatchArmed,),

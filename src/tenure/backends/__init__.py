@@ -16,10 +16,11 @@ The contract every backend keeps is :mod:`tenure.backends._base` (re-exported he
 :class:`SwapWrite`, :class:`DeleteWrite`), and its optional abilities, each a
 protocol tied to a :class:`Capability` by :data:`ABILITIES` (:class:`AllOrNone`,
 :class:`LeaseRenewal`, :class:`SessionRecovery`, :class:`RateReservations`,
-:class:`Claiming`, :class:`PrefixWatch`, :class:`TaskNumbers`; :func:`abilities_of`
+:class:`Claiming`, :class:`PrefixWatch`, :class:`TaskNumbers`, :class:`Handoffs`;
+:func:`abilities_of`
 a session); the full set :class:`BackendSession`, :class:`SessionListener`,
 :class:`WatchStream`, :class:`PrefixWatchStream` with :class:`PrefixChange` and
-:class:`PrefixReset`, :class:`Grant`, :class:`HeldGrant`, :class:`SessionTicket`,
+:class:`PrefixReset`, :class:`Grant`, :class:`HeldGrant`, :class:`SessionTicket`, :class:`Handoff`,
 :class:`Capability`), in prose in
 ``docs/backends.md``. Third-party backends register a module under the
 ``tenure.backends`` entry-point group; the module must define
@@ -51,6 +52,8 @@ from tenure.backends._base import (
     CreateWrite,
     DeleteWrite,
     Grant,
+    Handoff,
+    Handoffs,
     HeldGrant,
     LeaseRenewal,
     PrefixChange,
@@ -155,6 +158,8 @@ __all__ = [
     "CreateWrite",
     "DeleteWrite",
     "Grant",
+    "Handoff",
+    "Handoffs",
     "HeldGrant",
     "LeaseRenewal",
     "PrefixChange",

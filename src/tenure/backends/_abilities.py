@@ -4,8 +4,9 @@ The core (:class:`~tenure.backends._core_session.CoreSession`, ten members, each
 why in :mod:`tenure.backends._core_session`; re-exported here) is what every backend
 must do. What is left out of it is what the code shows can be done without, or built
 over it: an all-or-none set of locks, a lease's own TTL, a session taken back by
-another process, the store's clock for rate limiters and claims, a watch of a whole
-prefix, the asking task's number for deadlock detection. Each is an **ability**: a
+another process, a hold handed to another session, the store's clock for rate
+limiters and claims, a watch of a whole prefix, the asking task's number for
+deadlock detection. Each is an **ability**: a
 small protocol of its own (one or two members, each member's meaning stated there),
 tied to one :class:`~tenure.backends._base.Capability` by :data:`ABILITIES`. A
 backend that declares the capability implements the protocol, and one that
@@ -32,6 +33,7 @@ from tenure._core.commands import RateReservation
 from tenure.backends._capability import Capability
 from tenure.backends._core_session import CoreSession
 from tenure.backends._grants import Grant, HeldGrant
+from tenure.backends._handoffs import Handoff
 from tenure.backends._tickets import SessionTicket
 from tenure.backends._watch_streams import PrefixWatchStream
 from tenure.backends._writes import CreateWrite, DeleteWrite, SemaphoreWrite, SwapWrite, UpdateWrite
@@ -45,6 +47,7 @@ __all__ = [
     "CoreSession",
     "CreateWrite",
     "DeleteWrite",
+    "Handoffs",
     "LeaseRenewal",
     "PrefixWatch",
     "RateReservations",
@@ -57,6 +60,7 @@ __all__ = [
     "ability",
     "all_or_none",
     "claims",
+    "handoffs",
     "lease_renewal",
     "prefix_watch",
     "rate_reservations",
@@ -117,6 +121,34 @@ class SessionRecovery(Protocol):
 
         After a resume these are what the session took back; a client rebuilds its
         lease objects from them. Reads the backend (its I/O is the backend's).
+        """
+
+
+@runtime_checkable
+class Handoffs(Protocol):
+    """:attr:`Capability.HANDOFF`: a hold handed to another session, under a new token."""
+
+    async def offer_hold(self, name: str, grant: Grant) -> Handoff:
+        """Offer this session's hold ``grant`` on ``name`` for adoption: what another
+        session adopts it with (:meth:`adopt_hold`), carrying a secret made now (128
+        random bits) that the store keeps only a proof of. The latest offer of a hold
+        is the one that adopts; it names the hold by its token (a restate in place
+        keeps it; an upgrade, a new token, withdraws it).
+
+        Raises LeaseLostError if the grant is no longer held, the session's loss
+        error once it ended, UnsupportedError on a backend without HANDOFF.
+        """
+
+    async def adopt_hold(self, handoff: Handoff) -> HeldGrant:
+        """Take the hold ``handoff`` names as a new hold of this session, in one step:
+        the offering session's grant ends (told to it as a lost lease) and this one
+        holds the same count and data under a new fencing token, strictly greater than
+        the offered one (the lease TTL, if any, restarts now).
+
+        Raises InvalidArgumentError if the hand-off is of another kind of backend or
+        another node; LeaseLostError if the hold cannot be adopted (it ended, was
+        adopted already or offered again, or the secret is not its: one answer for
+        all, so a guess learns nothing); UnsupportedError without HANDOFF.
         """
 
 
@@ -227,6 +259,7 @@ ABILITIES: Final[Mapping[Capability, type]] = MappingProxyType(
         Capability.ALL_OR_NONE: AllOrNone,
         Capability.LEASE_TTL: LeaseRenewal,
         Capability.SESSION_RECOVERY: SessionRecovery,
+        Capability.HANDOFF: Handoffs,
         Capability.RATE_RESERVATION: RateReservations,
         Capability.CLAIMS: Claiming,
         Capability.PREFIX_WATCH: PrefixWatch,
@@ -243,6 +276,7 @@ ABILITY_MEMBERS: Final[Mapping[Capability, tuple[str, ...]]] = MappingProxyType(
         Capability.ALL_OR_NONE: ("acquire_all",),
         Capability.LEASE_TTL: ("renew",),
         Capability.SESSION_RECOVERY: ("ticket", "holds"),
+        Capability.HANDOFF: ("offer_hold", "adopt_hold"),
         Capability.RATE_RESERVATION: ("reserve_units",),
         Capability.CLAIMS: ("claim",),
         Capability.PREFIX_WATCH: ("watch_prefix",),
@@ -295,6 +329,11 @@ def lease_renewal(session: object) -> LeaseRenewal:
 def session_recovery(session: object) -> SessionRecovery:
     """``session``'s :class:`SessionRecovery`, or UnsupportedError naming session_recovery."""
     return cast(SessionRecovery, ability(session, Capability.SESSION_RECOVERY))
+
+
+def handoffs(session: object) -> Handoffs:
+    """``session``'s :class:`Handoffs`, or UnsupportedError naming handoff."""
+    return cast(Handoffs, ability(session, Capability.HANDOFF))
 
 
 def rate_reservations(session: object) -> RateReservations:

@@ -18,6 +18,7 @@ from typing import Protocol
 from tenure.backends._abilities import (
     AllOrNone,
     Claiming,
+    Handoffs,
     LeaseRenewal,
     PrefixWatch,
     RateReservations,
@@ -38,6 +39,7 @@ class BackendSession(
     AllOrNone,
     LeaseRenewal,
     SessionRecovery,
+    Handoffs,
     RateReservations,
     Claiming,
     PrefixWatch,

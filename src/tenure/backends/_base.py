@@ -25,7 +25,7 @@ it): :class:`Backend` here, its :class:`Capability` in
 full set, the core and every ability composed (:class:`BackendSession`), in
 :mod:`tenure.backends._backend_session`; the watches' streams in
 :mod:`tenure.backends._watch_streams`; session tickets in
-:mod:`tenure.backends._tickets`.
+:mod:`tenure.backends._tickets`; hand-offs in :mod:`tenure.backends._handoffs`.
 """
 
 from __future__ import annotations
@@ -47,6 +47,7 @@ from tenure.backends._abilities import (
     AllOrNone,
     Claiming,
     CoreSession,
+    Handoffs,
     LeaseRenewal,
     PrefixWatch,
     RateReservations,
@@ -56,6 +57,7 @@ from tenure.backends._abilities import (
     ability,
     all_or_none,
     claims,
+    handoffs,
     lease_renewal,
     prefix_watch,
     rate_reservations,
@@ -65,6 +67,7 @@ from tenure.backends._abilities import (
 from tenure.backends._backend_session import BackendSession
 from tenure.backends._capability import Capability
 from tenure.backends._grants import Grant, HeldGrant, SessionListener
+from tenure.backends._handoffs import Handoff, check_handoff
 from tenure.backends._tickets import (
     MAX_TICKET_CHARS,
     MAX_TICKET_SECRET_BYTES,
@@ -96,6 +99,8 @@ __all__ = [
     "CreateWrite",
     "DeleteWrite",
     "Grant",
+    "Handoff",
+    "Handoffs",
     "HeldGrant",
     "LeaseRenewal",
     "PrefixChange",
@@ -115,8 +120,10 @@ __all__ = [
     "abilities_of",
     "ability",
     "all_or_none",
+    "check_handoff",
     "check_ticket",
     "claims",
+    "handoffs",
     "lease_renewal",
     "prefix_watch",
     "rate_reservations",

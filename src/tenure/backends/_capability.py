@@ -70,3 +70,10 @@ class Capability(enum.Enum):
     #: compare-and-set of the limiter's data), on the clients' clocks
     #: (``tenure.client._rates_over_core``): the same answers.
     RATE_RESERVATION = "rate_reservation"
+    #: A hold handed to another session, of this client or any other
+    #: (:meth:`Handoffs.offer_hold`, :meth:`Handoffs.adopt_hold`; ``lease.handoff()``
+    #: and ``session.adopt()``): in one step the offering session's hold ends (its
+    #: lease sees the loss) and the adopter holds the same count and data under a new,
+    #: strictly greater fencing token; a hand-off adopts once, and never a hold that
+    #: ended (docs/recipes.md, "Handing a lease to another process").
+    HANDOFF = "handoff"

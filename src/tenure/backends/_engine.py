@@ -58,6 +58,7 @@ from tenure._core import (
     WatchFired,
 )
 from tenure.backends._base import Capability, Grant, HeldGrant, SessionListener
+from tenure.backends._engine_handoffs import HandoffCommands
 from tenure.backends._ledger import Pending
 from tenure.backends._session import StoreSession
 from tenure.backends._session_class import session_class
@@ -106,10 +107,11 @@ class HoldsReader(Protocol):
         """The session's holds as the engine keeps them now, in (name, hold) order."""
 
 
-class CommandStore:
+class CommandStore(HandoffCommands):
     """The :class:`~tenure.backends._store.Acquiring` and
     :class:`~tenure.backends._store.Administering` of a store that is an engine
-    (module docstring): each a command over ``channel``.
+    (module docstring): each a command over ``channel``; its hand-offs
+    (:class:`~tenure.backends._store.HandingOff`) are :class:`HandoffCommands`'.
 
     ``first_request_id`` is the session's first request id (a channel whose ids must
     stay unused across the session's owners starts each owner's elsewhere);
@@ -117,6 +119,8 @@ class CommandStore:
     engine watches, whose firings :meth:`deliver` hands on (None: the channel's
     engine keeps none, and pushes no WatchFired).
     """
+
+    channel: CommandChannel
 
     def __init__(
         self,

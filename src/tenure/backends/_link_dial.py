@@ -31,6 +31,7 @@ from tenure._protocol.messages import (
     SINCE_VERSION_4,
     SINCE_VERSION_5,
     SINCE_VERSION_6,
+    SINCE_VERSION_7,
     STANDALONE,
     STANDBY,
 )
@@ -60,6 +61,7 @@ NEWER: Final = (
     | SINCE_VERSION_4
     | SINCE_VERSION_5
     | SINCE_VERSION_6
+    | SINCE_VERSION_7
     | frozenset({CreateNode})
 )
 _DEFAULT_MAX_CLAIMS: Final = NodeConfig().max_claims
@@ -200,7 +202,9 @@ async def leader_elsewhere(
 
 def check_version(endpoint: Door, version: int, command: Command[R]) -> None:
     """UnsupportedError if protocol ``version`` (spoken to ``endpoint``) lacks ``command``."""
-    if type(command) in SINCE_VERSION_6 and version < 6:
+    if type(command) in SINCE_VERSION_7 and version < 7:
+        what = "hand a lease to another session (lease.handoff, session.adopt)"
+    elif type(command) in SINCE_VERSION_6 and version < 6:
         if isinstance(command, WatchPrefix):
             what = "watch every semaphore under a prefix"
         else:

@@ -61,6 +61,7 @@ from tenure._core import (
     DescribeSemaphore,
     Effect,
     NodeDescription,
+    OfferHold,
     Release,
     Renew,
     SessionInfo,
@@ -85,6 +86,7 @@ __all__ = ["RemoteStore", "Shard"]
 #: Commands that may be sent again when the connection was lost before their answer.
 _RESENDABLE: Final = (
     ClaimName,  # (a retry carries the same claim id: answered with the same claim)
+    OfferHold,  # (a retry carries the same digest: the same offer)
     Release,
     Renew,
     CancelAcquire,

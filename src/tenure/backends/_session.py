@@ -67,6 +67,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import secrets
 from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from typing import Any, Final, TypeVar
 
@@ -77,6 +78,7 @@ from tenure._core.values import SemaphoreDescription, check_duration, check_name
 from tenure.backends._acquires import Acquires
 from tenure.backends._base import (
     Grant,
+    Handoff,
     HeldGrant,
     PrefixWatchStream,
     SessionListener,
@@ -84,6 +86,7 @@ from tenure.backends._base import (
     WatchStream,
 )
 from tenure.backends._capability import Capability
+from tenure.backends._handoffs import SECRET_BYTES, check_handoff
 from tenure.backends._ledger import HoldLedger
 from tenure.backends._liveness import RETRY_MAX, RETRY_MIN, Liveness
 from tenure.backends._options import WITHDRAW_WAIT
@@ -92,6 +95,7 @@ from tenure.backends._store import (
     Acquiring,
     Administering,
     EagerRelease,
+    HandingOff,
     Reserving,
     Store,
     Watching,
@@ -406,6 +410,47 @@ class StoreSession:
         """After a resume: what the store holds for the session is this client's now."""
         for held in holds:
             self.ledger.held[(held.name, held.grant.hold)] = held.grant
+
+    # -- hand-offs --------------------------------------------------------------------
+
+    async def offer_hold(self, name: str, grant: Grant) -> Handoff:
+        """See :meth:`tenure.backends._abilities.Handoffs.offer_hold`: a fresh secret
+        each time (the store keeps only its proof)."""
+        self.check_alive()
+        store = self._handing_off()
+        if self.ledger.held.get((name, grant.hold)) != grant:
+            raise LeaseLostError(f"the grant of {name!r} (token {grant.token}) is not held")
+        secret = secrets.token_bytes(SECRET_BYTES)
+        offered = await store.offer_hold(name, grant.hold, secret)
+        return Handoff(
+            self.scheme, self.node, name, self._session_id, grant.hold, offered.token, secret
+        )
+
+    async def adopt_hold(self, handoff: Handoff) -> HeldGrant:
+        """See :meth:`tenure.backends._abilities.Handoffs.adopt_hold`. The hold number
+        it takes is reserved as an acquire's is (a pending one in the ledger), so that
+        a re-attach meanwhile finds the adopted hold asked for, not unknown."""
+        self.check_alive()
+        store = self._handing_off()
+        if not isinstance(handoff, Handoff):
+            raise InvalidArgumentError(f"not a Handoff: {type(handoff).__name__}")
+        check_handoff(handoff, self.scheme, self.node)
+        name = handoff.name
+        hold = self.ledger.free_hold(name)
+        request_id = self._acquiring.new_request_id()
+        self.ledger.open(request_id, name, hold)
+        try:
+            held = await store.adopt_hold(handoff, hold)
+            grant = self.ledger.take(request_id, (name, hold), held.grant)
+        finally:
+            self.ledger.close(request_id)
+        return HeldGrant(name, grant, held.data)
+
+    def _handing_off(self) -> HandingOff:
+        store = self._acquiring
+        if not isinstance(store, HandingOff):  # (its class has no offer_hold then)
+            raise UnsupportedError(f"{self.scheme}:// cannot hand a hold to another session")
+        return store
 
     # -- the end ----------------------------------------------------------------------
 

@@ -37,7 +37,7 @@ from typing import Any, Final, Literal, Protocol, TypeVar, runtime_checkable
 from tenure._core.claims import ClaimRecord
 from tenure._core.commands import RateReservation
 from tenure._core.values import SemaphoreDescription
-from tenure.backends._base import Grant, HeldGrant, PrefixWatchStream, WatchStream
+from tenure.backends._base import Grant, Handoff, HeldGrant, PrefixWatchStream, WatchStream
 from tenure.backends._ledger import HoldLedger, Pending
 from tenure.errors import LostError
 
@@ -48,6 +48,7 @@ __all__ = [
     "BoundSession",
     "EagerRelease",
     "Enqueued",
+    "HandingOff",
     "InQueue",
     "Reserving",
     "Store",
@@ -240,6 +241,24 @@ class EagerRelease(Protocol):
 
     def release_now(self, name: str, hold: int) -> asyncio.Future[bool] | None:
         """The release sent now: its answer's future; None if it cannot be sent now."""
+
+
+@runtime_checkable
+class HandingOff(Protocol):
+    """What a store's :class:`Acquiring` adds where its backend declares HANDOFF: a
+    hold offered and adopted in the store, each in one step of its own."""
+
+    async def offer_hold(self, name: str, hold: int, secret: bytes) -> Grant:
+        """Keep a proof of ``secret`` with the session's hold ``hold`` on ``name`` (the
+        latest offer replaces an earlier one); the hold as offered. LeaseLostError or
+        NotFoundError if the session does not hold it."""
+
+    async def adopt_hold(self, handoff: Handoff, hold: int) -> HeldGrant:
+        """Move the hold ``handoff`` names to this session's hold ``hold`` under a new,
+        greater token, in one step (see
+        :meth:`tenure.backends._abilities.Handoffs.adopt_hold`); the new hold with its
+        data. The offering session is told its grant ended (``grant_lost``) as any
+        grant lost without a release."""
 
 
 class Administering(Protocol):

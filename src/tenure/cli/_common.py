@@ -67,6 +67,8 @@ PERMISSION_WORDS: Final = {
     "AcquireAll": "take locks, semaphore tokens or leadership",
     "ClaimName": "claim names",
     "ReleaseClaim": "release claims",
+    "OfferHold": "hand off leases",
+    "AdoptHold": "adopt handed-off leases",
     "DeleteSemaphore": "delete semaphores",
     "CreateNode": "create nodes",
     "AlterNode": "change nodes",

@@ -68,6 +68,10 @@ class LeaseKeeper(Protocol):
         """``lease`` ended: stop tracking it."""
         ...
 
+    async def _handoff(self, lease: Lease) -> str:
+        """Offer ``lease``'s hold for adoption through the backend; the hand-off string."""
+        ...
+
 
 L = TypeVar("L", bound="Lease")
 
@@ -264,6 +268,26 @@ class Lease(Guarded):
         self.check()  # lost while the upgrade waited: the grant went with it
         self._grant = grant
         self.token, self.count, self.data = grant.token, grant.count, new_data
+
+    async def handoff(self) -> str:
+        """A string with which another session, of any client or process, takes this
+        hold over: ``await other_session.adopt(text)``, in one step of the store. This
+        lease then ends lost (LeaseLostError, as any loss); the adopter holds the same
+        count and data under a new token, strictly greater than :attr:`token`. Held
+        until adopted; adopts once, only the latest string; a restate in place keeps
+        it, an upgrade withdraws it. A capability: whoever has the string (a 128-bit
+        secret; the store keeps its digest) can take the hold (docs/recipes.md,
+        "Handing a lease to another process").
+
+        Raises:
+            UnsupportedError: the backend cannot hand holds off (no HANDOFF).
+            PreconditionFailedError: the lease was released.
+            LostError: the lease was lost (its error).
+        """
+        self.check()
+        if not self.held:
+            raise PreconditionFailedError(f"{self!r} was released; nothing to hand off")
+        return await self.session._handoff(self)
 
     # -- async with -------------------------------------------------------------------
 

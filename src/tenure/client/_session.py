@@ -102,6 +102,29 @@ class Session(SessionHolds, Guarded):
         """
         return session_recovery(self._backend_session()).ticket()
 
+    async def adopt(self, handoff: str) -> Lease:
+        """Take over the hold another session offered with :meth:`Lease.handoff`, from
+        any client or process: a :class:`Lease` of this session (and of the calling
+        task), usable with ``async with`` as any other.
+
+        In one step the offering lease ends lost and this one holds the same count and
+        data under a new fencing token, strictly greater than the offered lease's; a
+        lease TTL restarts now; waiters keep their places. Under an auth file the
+        adopter needs write access to the node, as to acquire.
+
+        Raises:
+            InvalidArgumentError: ``handoff`` is not a hand-off string, or names
+                another kind of backend or another node than this session's.
+            LeaseLostError: the hold cannot be adopted: it ended (released, expired,
+                lost), was adopted already (a hand-off adopts once) or offered again,
+                or the string's secret is not its (one answer for all).
+            PreconditionFailedError: the calling task holds or is acquiring the same
+                semaphore in this session.
+            UnsupportedError: the backend cannot hand holds off (no HANDOFF).
+            LostError: this session has ended (its loss error).
+        """
+        return await self._take_over(handoff)
+
     def leases(self, name: str | None = None) -> list[Lease]:
         """The leases this session holds now (of semaphore ``name`` only, if given), by token.
 

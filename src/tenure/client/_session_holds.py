@@ -35,9 +35,11 @@ from tenure._core.values import MAX_COUNT
 from tenure.backends._base import (
     CoreSession,
     Grant,
+    Handoff,
     HeldGrant,
     TaskNumbers,
     all_or_none,
+    handoffs,
     task_numbers,
 )
 from tenure.client import _forks
@@ -289,6 +291,36 @@ class SessionHolds:
         for held in holds:
             if held.grant.token not in self._leases:
                 self._leases[held.grant.token] = Lease(self, held.name, held.grant, held.data)
+
+    async def _handoff(self, lease: Lease) -> str:
+        """Offer ``lease``'s hold for adoption (see :meth:`Lease.handoff`)."""
+        offered = await handoffs(self._backend_session()).offer_hold(lease.name, lease._grant)
+        return offered.to_str()
+
+    async def _take_over(self, text: str) -> Lease:
+        """The hold the hand-off ``text`` names, adopted as a lease of this session and
+        of the caller (see :meth:`tenure.Session.adopt`)."""
+        backend = handoffs(self._backend_session())
+        handoff = Handoff.from_str(text)  # (garbled: InvalidArgumentError, before any I/O)
+        task = asyncio.current_task(self._loop)
+        caller = current_caller(task)
+        name = handoff.name
+        if self._reentrant.any:
+            self._reentrant.refuse_plain(name, caller)
+        self._asking.stake_one(name, caller, task)
+        try:
+            held = await backend.adopt_hold(handoff)
+            if self._signal.ended:  # (ended while the answer was on its way: see _acquire)
+                raise self._signal.reason or SessionClosedError(
+                    f"session on {self.node!r} is closed"
+                )
+        except BaseException:
+            self._asking.unstake((name,), caller, task)
+            raise
+        lease = Lease(self, held.name, held.grant, held.data)
+        self._asking.granted(lease, caller, task)
+        self._leases[held.grant.token] = lease
+        return lease
 
     def _release(self, lease: Lease) -> Awaitable[bool] | None:
         """Give a lease back to the backend (the lease has already ended itself): the

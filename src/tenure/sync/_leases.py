@@ -84,6 +84,12 @@ class Lease(Held):
         self._portal.call(self._lease.restate, count, data=data, timeout=timeout)
         self.token, self.count = self._lease.token, self._lease.count
 
+    def handoff(self) -> str:
+        """A string with which another session, of any client or process, takes this
+        hold over under a new, greater token (see :meth:`tenure.Lease.handoff`): pass
+        it as a secret; whoever has it can take the hold, once."""
+        return self._portal.call(self._lease.handoff)
+
     def release(self, *, wait: bool = True) -> None:
         """Give the tokens back. Idempotent; a no-op once lost.
 

@@ -74,6 +74,14 @@ class Session(Held):
         """
         return self._portal.call(now, self._session.ticket)
 
+    def adopt(self, handoff: str) -> Lease:
+        """Take over the hold another session offered with :meth:`Lease.handoff` (see
+        :meth:`tenure.Session.adopt`): a sync :class:`Lease` of this session, under a
+        new, greater fencing token; the offering lease ends lost."""
+        return self._portal.call(
+            opened, lambda: self._session.adopt(handoff), lambda lease: self._wrap_lease(lease)
+        )
+
     def leases(self, name: str | None = None) -> list[Lease]:
         """The leases this session holds now (of ``name`` only, if given), by token.
 

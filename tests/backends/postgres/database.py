@@ -32,9 +32,13 @@ async def version_of(dsn: str, schema: str) -> int | None:
 
 async def back_to_version(dsn: str, schema: str, version: int, undo: Iterable[str]) -> None:
     """Make ``schema`` what an older tenure left at ``version``: the statements ``undo``
-    (dropping what later versions added), then meta's version, in one transaction."""
+    (dropping what later versions added), then meta's version, in one transaction.
+    Version 6's column (``owners.offer``) is dropped here for every older version, first:
+    the upgrade adds it after the columns ``undo`` drops, as on a database that never had
+    it (INSERTs name no columns)."""
+    later = [f"ALTER TABLE {schema}.owners DROP COLUMN IF EXISTS offer"] if version < 6 else []
     async with await psycopg.AsyncConnection.connect(dsn) as conn:
-        for statement in undo:
+        for statement in [*later, *undo]:
             await conn.execute(statement)
         await conn.execute(f"UPDATE {schema}.meta SET version = {version}, digest = 'v{version}'")
         await conn.commit()

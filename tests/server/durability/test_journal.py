@@ -603,3 +603,33 @@ def test_a_reservation_replays_at_the_time_its_host_gave_it(tmp_path: Path) -> N
     journal.abort()
     restarted = reopen(tmp_path, 9_000.0)
     assert restarted.nodes["n"].semaphores["api"].data == before
+
+
+def test_an_offer_and_an_adoption_replay(tmp_path: Path) -> None:
+    """OfferHold and AdoptHold are logged in their wire layout: a replay moves the same
+    hold to the same session under the same token, and an offer not yet adopted still
+    adopts after the restart (with its secret, once)."""
+    from tenure._core import Acquire, AdoptHold, OfferHold
+    from tenure._core.handlers.handoffs import digest_of
+    from tenure.errors import LeaseLostError
+
+    journal = Journal(DataDir(tmp_path))
+    engine = journal.open(0.0)
+    step(engine, journal, CreateNode("n"), 0.0)
+    for _ in range(3):
+        step(engine, journal, CreateSession("n", KEY), 0.0)
+    step(engine, journal, Acquire(1, "moved", 1, 11, b"m", ephemeral=True), 1.0)
+    step(engine, journal, Acquire(1, "offered", 1, 12, b"o", ephemeral=True), 1.0)
+    step(engine, journal, OfferHold(1, "moved", digest_of(b"m" * 16)), 2.0)
+    step(engine, journal, OfferHold(1, "offered", digest_of(b"o" * 16)), 2.0)
+    assert step(engine, journal, AdoptHold(2, "moved", 1, 0, 1, b"m" * 16), 3.0)
+    [moved] = engine.nodes["n"].semaphores["moved"].owners.values()
+    assert (moved.session_id, moved.token) == (2, 3)
+    journal.abort()
+    restarted = reopen(tmp_path, 100.0)
+    [owner] = restarted.nodes["n"].semaphores["moved"].owners.values()
+    assert (owner.session_id, owner.token, owner.data) == (2, 3, b"m")
+    adopted = restarted.apply(AdoptHold(3, "offered", 1, 0, 2, b"o" * 16), 101.0)
+    assert adopted.token == 4
+    with pytest.raises(LeaseLostError):
+        restarted.apply(AdoptHold(2, "offered", 1, 0, 2, b"o" * 16), 101.0)

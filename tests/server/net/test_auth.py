@@ -14,6 +14,7 @@ from tenure._core import (
     MAX_COUNT,
     Acquire,
     AcquireAll,
+    AdoptHold,
     AlterNode,
     AttachSession,
     CancelWatch,
@@ -31,6 +32,7 @@ from tenure._core import (
     ListNodes,
     ListSemaphores,
     ListSessions,
+    OfferHold,
     Release,
     ReleaseClaim,
     ReserveUnits,
@@ -117,6 +119,8 @@ def test_read_only_and_read_write_commands() -> None:
         AcquireAll(1, ("a", "b"), (0, 0), (1, 2), 1),
         ClaimName(1, "nightly", "a" * 32, 1.0, 2.0),
         ReleaseClaim("n", "nightly", "a" * 32),
+        OfferHold(1, "m", b"d" * 32),
+        AdoptHold(1, "m", 2, 0, 7, b"s" * 16),  # (the adopter's node: write access to it)
         CreateNode("n"),
         AlterNode("n", {}),
         SetNodeAnnex("n", "ydb", b"x"),
@@ -127,7 +131,7 @@ def test_read_only_and_read_write_commands() -> None:
         assert why == f"token 'r' is read-only: it may not send {type(write).__name__} on node 'n'"
         assert denial(writer, write, "n") is None
     assert len(READ_ONLY_COMMANDS) == 15
-    assert len(READ_WRITE_COMMANDS) == 32
+    assert len(READ_WRITE_COMMANDS) == 34
 
 
 def test_node_patterns() -> None:
@@ -156,6 +160,7 @@ def test_command_node_of_session_commands() -> None:
     assert command_node(GetNodeAnnex("db", "k"), sessions) == "db"
     assert command_node(ReleaseClaim("db", "nightly", "a" * 32), sessions) == "db"
     assert command_node(ClaimName(3, "nightly", "a" * 32, 1.0, 2.0), sessions) == "jobs"
+    assert command_node(AdoptHold(3, "m", 9, 0, 7, b"s" * 16), sessions) == "jobs"
     assert command_node(Acquire(3, "m", 1, request_id=1), sessions) == "jobs"
     assert command_node(AttachSession(3, b"k", 2), sessions) == "jobs"
     assert command_node(AttachSession(4, b"k", 2), sessions) is None

@@ -6,8 +6,8 @@ plain values, commands can be logged and replayed: the same commands at the same
 times always produce the same state.
 
 One module per topic, as the handlers (:mod:`tenure._core.handlers`) are: ``nodes``,
-``sessions``, ``listing``, ``semaphores``, ``sets``, ``limiters``, ``claims``, ``watches``;
-``base`` has :class:`Command`. Import them from here.
+``sessions``, ``listing``, ``semaphores``, ``sets``, ``limiters``, ``claims``,
+``handoffs``, ``watches``; ``base`` has :class:`Command`. Import them from here.
 """
 
 from __future__ import annotations
@@ -16,6 +16,10 @@ from tenure._core.commands.base import Command
 from tenure._core.commands.claims import (
     ClaimName,
     ReleaseClaim,
+)
+from tenure._core.commands.handoffs import (
+    AdoptHold,
+    OfferHold,
 )
 from tenure._core.commands.limiters import (
     RateReservation,
@@ -81,6 +85,7 @@ __all__ = [
     "AcquireAllResult",
     "AcquireResult",
     "AcquireStatus",
+    "AdoptHold",
     "AlterNode",
     "AttachSession",
     "CancelAcquire",
@@ -106,6 +111,7 @@ __all__ = [
     "ListSessions",
     "MAX_DESCRIBE_SESSION_LIMIT",
     "NodePage",
+    "OfferHold",
     "QueuedAcquire",
     "RateReservation",
     "Release",

@@ -12,6 +12,7 @@ command type to its handler is :data:`tenure._core.engine.HANDLERS`.
 * :mod:`.semaphores`: create, release, cancel, renew, update, delete a semaphore.
 * :mod:`.sets`: acquire several semaphores, all or none (AcquireAll): an all-or-none set.
 * :mod:`.limiters`: reserve units of a rate limiter (its bucket is a semaphore's data).
+* :mod:`.handoffs`: offer a hold for adoption, adopt an offered hold (a new token).
 * :mod:`.claims`: claim a name for a slot, release a claim by id; a claim's end.
 * :mod:`.watches`: describe a semaphore (arming a watch), cancel a watch.
 * :mod:`.expiry`: what each kind of deadline does when it comes due.

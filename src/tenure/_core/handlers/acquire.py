@@ -128,6 +128,7 @@ def acquire(state: EngineState, cmd: c.Acquire, now: float) -> c.AcquireResult:
                 owner.task,  # (the same grant: asked for by the task that asked then)
                 usage=session.usage,
             )
+            updated.offer = owner.offer  # (a hand-off names the hold by its token: kept)
             sem.set_owner(updated)
             result = c.AcquireResult(c.AcquireStatus.GRANTED, owner.token, count, owner.lease_ttl)
             moved = (owner.count, owner.data) != (count, data)

@@ -28,6 +28,7 @@ from tenure._etcd.requests import (
     put,
 )
 from tenure._etcd.streams import WatchHub
+from tenure.backends._capability import Capability
 from tenure.backends._prefix import PrefixStream
 from tenure.backends._store import BoundSession
 from tenure.backends.etcd._claims import Claims
@@ -49,6 +50,14 @@ from tenure.errors import (
 )
 
 __all__ = ["Admin"]
+
+
+#: Why etcd:// hands no hold off (docs/backends.md, etcd's capabilities).
+_NO_HANDOFF = (
+    "a semaphore's queue is its request keys in create_revision order, each key named "
+    "by its session; a hold moved to another session's key would queue behind the "
+    "waiters, and admission would grant them its tokens"
+)
 
 
 class Admin:
@@ -83,6 +92,11 @@ class Admin:
     def bind(self, session: BoundSession) -> None:
         """The session administered (made after its parts: :meth:`EtcdStore.bind`)."""
         self._session = session
+
+    def unsupported_reason(self, capability: Capability) -> str | None:
+        """Why etcd:// sessions lack ``capability``, where this store can say (the ability
+        look-up adds it to its refusal)."""
+        return _NO_HANDOFF if capability is Capability.HANDOFF else None
 
     async def create_semaphore(self, name: str, limit: int, data: bytes) -> None:
         """See :class:`tenure.backends._writes.CreateWrite`."""

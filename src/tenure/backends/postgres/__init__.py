@@ -96,6 +96,7 @@ ALWAYS: Final = frozenset(
         Capability.LEASE_TTL,
         Capability.ALL_OR_NONE,
         Capability.CLAIMS,
+        Capability.HANDOFF,
     }
 )
 

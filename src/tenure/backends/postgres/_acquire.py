@@ -45,7 +45,8 @@ from collections.abc import Callable, Coroutine, Sequence
 from contextlib import AbstractAsyncContextManager
 from typing import Any, Final, Protocol
 
-from tenure.backends._base import Grant, HeldGrant
+from tenure._core.handlers.handoffs import digest_of
+from tenure.backends._base import Grant, Handoff, HeldGrant
 from tenure.backends._ledger import Pending
 from tenure.backends._store import QUEUED, BoundSession, Enqueued, InQueue, Withdrawal
 from tenure.errors import (
@@ -292,6 +293,33 @@ class PgAcquirer:
             self._store.reap_now()
             raise LeaseLostError(f"the lease of {name!r} ran out before it was renewed")
         return ttl
+
+    async def offer_hold(self, name: str, hold: int, secret: bytes) -> Grant:
+        """``offer_hold`` (:mod:`._sql_handoffs`): the digest of ``secret`` kept in the
+        hold's row; the hold as offered."""
+        answer = await self._store.call("offer_hold", name, hold, digest_of(secret))
+        return _grant_of(answer, hold)
+
+    async def adopt_hold(self, handoff: Handoff, hold: int) -> HeldGrant:
+        """``adopt_hold`` (:mod:`._sql_handoffs`) with the secret, which the database
+        hashes; a request id of its own makes it safe to send again."""
+        answer = await self._store.call(
+            "adopt_hold",
+            handoff.name,
+            hold,
+            handoff.holder,
+            handoff.holder_hold,
+            handoff.token,
+            handoff.secret,
+            self.new_request_id(),
+        )
+        if answer.get("adopted") is False:
+            raise LeaseLostError(
+                f"the hold on {handoff.name!r} handed off with token {handoff.token} cannot "
+                "be adopted: it ended, was adopted already or offered again, or this is not "
+                "its hand-off"
+            )
+        return HeldGrant(handoff.name, _grant_of(answer, hold), bytes.fromhex(answer["data"]))
 
     async def holds(self) -> list[HeldGrant]:
         """The session's holds as the database keeps them, in (name, hold) order."""

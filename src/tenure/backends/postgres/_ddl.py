@@ -31,7 +31,8 @@ Layout (in the schema ``?schema=`` names, default ``tenure``):
 * ``owners``: a hold (session, hold number): count, data, token, the request id
   that made or last restated it (a retried call finds its own work done), and its
   lease TTL and deadline (the node's ``default_lease``; NULL: as long as the session),
-  and ``granted_at`` (version 2; NULL for a grant made before).
+  and ``granted_at`` (version 2; NULL for a grant made before); ``offer`` (version 6),
+  the digest of its hand-off's secret (NULL: not offered; :mod:`._sql_handoffs`).
 * ``waiters``: a queued request: ``arrival`` (service order), ``deadline`` (the
   acquire timeout, by the database's clock), request id, ``queued_at`` (version 2),
   and for a member of an all-or-none set (``acquire_all``, version 4) ``grp``,
@@ -76,8 +77,11 @@ __all__ = ["HELPERS", "SCHEMA_VERSION", "TABLES"]
 #: its name is under too) and claims (``claims``, ``claim_locks``: :mod:`._sql_claims`);
 #: a version-4 schema is upgraded in place by adding the tables, and a client of
 #: version 4 (whose functions notify no prefix watch, and whose delete, reap and
-#: next_due know no claims) refuses a version-5 schema.
-SCHEMA_VERSION: Final = 5
+#: next_due know no claims) refuses a version-5 schema. Version 6 (issue 50) adds
+#: hand-offs (``owners.offer``: :mod:`._sql_handoffs`); a version-5 schema is upgraded
+#: in place by adding the column (NULL: not offered), and a client of version 5 refuses
+#: a version-6 schema (it would put back functions without ``adopt_hold``).
+SCHEMA_VERSION: Final = 6
 
 TABLES: Final = r"""
 CREATE TABLE IF NOT EXISTS @S.meta (

@@ -25,6 +25,7 @@ from psycopg import sql
 
 from tenure.backends.postgres._ddl import HELPERS, SCHEMA_VERSION, TABLES
 from tenure.backends.postgres._sql_claims import CLAIM_FUNCTIONS, CLAIM_TABLES
+from tenure.backends.postgres._sql_handoffs import HANDOFF_FUNCTIONS, HANDOFF_TABLES
 from tenure.backends.postgres._sql_limiters import LIMITER_FUNCTIONS
 from tenure.backends.postgres._sql_listing import LISTING_FUNCTIONS
 from tenure.backends.postgres._sql_queues import QUEUE_FUNCTIONS
@@ -44,6 +45,7 @@ def ddl(schema: str) -> str:
     text = (
         TABLES
         + CLAIM_TABLES
+        + HANDOFF_TABLES
         + HELPERS
         + QUEUE_FUNCTIONS
         + SESSION_FUNCTIONS
@@ -53,6 +55,7 @@ def ddl(schema: str) -> str:
         + LIMITER_FUNCTIONS
         + LISTING_FUNCTIONS
         + CLAIM_FUNCTIONS
+        + HANDOFF_FUNCTIONS
     )
     return text.replace("@S", quoted).replace("@N", literal)
 

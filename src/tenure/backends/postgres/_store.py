@@ -316,7 +316,8 @@ class PgStore:
                 message = (
                     f"semaphore {held_name!r} was deleted"
                     if name is not None
-                    else f"the lease of {held_name!r} ran out (its TTL passed without a renewal)"
+                    else f"the grant of {held_name!r} ended: its lease ran out (its TTL "
+                    "passed without a renewal), or it was handed off to another session"
                 )
                 self.session.grant_lost(held_name, hold, grant.token, LeaseLostError(message))
 

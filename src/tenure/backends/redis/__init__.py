@@ -94,6 +94,7 @@ CAPABILITIES: Final = frozenset(
         Capability.PREFIX_WATCH,
         Capability.DEADLOCK_DETECTION,
         Capability.CLAIMS,
+        Capability.HANDOFF,
     }
 )
 

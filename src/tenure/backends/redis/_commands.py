@@ -24,6 +24,7 @@ said once, here:
 from __future__ import annotations
 
 import contextlib
+import hashlib
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Final, Protocol, TypeVar, cast
 
@@ -33,6 +34,7 @@ from tenure._core import (
     AcquireAllResult,
     AcquireResult,
     AcquireStatus,
+    AdoptHold,
     CancelAcquire,
     ClaimName,
     Command,
@@ -41,6 +43,7 @@ from tenure._core import (
     DescribeResult,
     DescribeSemaphore,
     DescribeSession,
+    OfferHold,
     RateReservation,
     Release,
     Renew,
@@ -52,6 +55,7 @@ from tenure._core import (
 from tenure._core.claims import ClaimRecord, parse_claim
 from tenure.backends._store import BoundSession
 from tenure.backends.redis._codec import (
+    decode_count,
     decode_description,
     decode_session_state,
     decode_ttl,
@@ -234,6 +238,42 @@ async def _claim(home: CommandsHome, command: ClaimName) -> ClaimRecord:
     return parse_claim(command.name, bytes(text))
 
 
+async def _offer(home: CommandsHome, command: OfferHold) -> AcquireResult:
+    """The digest kept beside the hold (lua/75_handoffs.lua); sent again, the same offer."""
+    tok, count, ttl = await home.invoke(
+        "offer_hold", "", command.name, command.hold, command.digest.hex()
+    )
+    return AcquireResult(AcquireStatus.GRANTED, int(tok), decode_count(count), decode_ttl(ttl))
+
+
+async def _adopt(home: CommandsHome, command: AdoptHold) -> AcquireResult:
+    """The hold moved (lua/75_handoffs.lua), given the digest of the secret: Lua has no
+    SHA-256, and the secret itself need not reach Redis. A retry (its request key) is
+    answered as the first try was."""
+    digest = hashlib.sha256(command.secret).hexdigest()
+    result = await home.invoke(
+        "adopt_hold",
+        home.backend.request_key(),
+        command.name,
+        command.hold,
+        command.holder,
+        command.holder_hold,
+        command.token,
+        digest,
+    )
+    if len(result) == 1:  # (not offered so: the engine's words, as its LeaseLostError)
+        raise LeaseLostError(
+            f"the hold on {command.name!r} handed off with token {command.token} cannot be "
+            "adopted: it ended, was adopted already or offered again, or this is not its "
+            "hand-off"
+        )
+    tok, count, raw_ttl = result
+    ttl = decode_ttl(raw_ttl)
+    if ttl is not None:
+        home.has_leases = True
+    return AcquireResult(AcquireStatus.GRANTED, int(tok), decode_count(count), ttl)
+
+
 async def _delete(home: CommandsHome, command: DeleteSemaphore) -> None:
     """This client's own sessions hear of it at once."""
     name, key = command.name, home.backend.request_key()
@@ -281,6 +321,8 @@ _CALLS: Final[Mapping[type[Command[Any]], Callable[[CommandsHome, Any], Awaitabl
     SwapSemaphoreData: _swap,
     ReserveUnits: _reserve,
     ClaimName: _claim,
+    OfferHold: _offer,
+    AdoptHold: _adopt,
     DeleteSemaphore: _delete,
     DescribeSemaphore: _describe,
     DescribeSession: _describe_session,

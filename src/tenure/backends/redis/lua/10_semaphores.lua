@@ -134,6 +134,7 @@ local function remove_owner(name, holder, known)
   local sid, hold = split_holder(holder)
   redis.call('HDEL', B .. 'r:' .. name, 'o' .. holder)
   redis.call('HDEL', B .. 'ow:' .. name, holder)
+  redis.call('HDEL', B .. 'ho:' .. name, holder)  -- (its hand-off's offer: lua/75)
   redis.call('HDEL', B .. 'sh:' .. sid, 'o' .. hold .. ':' .. name)
   if o.ttl > 0 then redis.call('ZREM', B .. 'due', 'l:' .. holder .. ':' .. name) end
   set_count(name, csub(meta(name).cnt, cnt(o.cnt)))
@@ -171,6 +172,7 @@ local function grant(name, holder, count, data, req, old, counted, task)
   elseif old and old.ttl > 0 then
     redis.call('ZREM', B .. 'due', 'l:' .. holder .. ':' .. name)
   end
+  if old then redis.call('HDEL', B .. 'ho:' .. name, holder) end  -- (a new token: lua/75)
   redis.call('HSET', B .. 'r:' .. name, 'o' .. holder,
     cmsgpack.pack({count, data, tok, ttl, deadline, req, NOW}))
   -- Only the field's name is ever read (HKEYS): its value need not be the token.
@@ -181,7 +183,8 @@ local function grant(name, holder, count, data, req, old, counted, task)
 end
 
 local function delete_semaphore_keys(name)
-  redis.call('DEL', B .. 'm:' .. name, B .. 'r:' .. name, B .. 'q:' .. name, B .. 'ow:' .. name)
+  redis.call('DEL', B .. 'm:' .. name, B .. 'r:' .. name, B .. 'q:' .. name, B .. 'ow:' .. name,
+    B .. 'ho:' .. name)
   redis.call('SREM', B .. 'sems', name)
   redis.call('ZREM', B .. 'semz', name)
   if meta(name).blk > 0 then redis.call('ZREM', B .. 'due', 'd:' .. name) end

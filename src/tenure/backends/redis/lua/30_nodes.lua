@@ -75,7 +75,7 @@ local function drop_node(keys, args)
       push(sid, {'k', 'L', 'name', name, 'hold', hold, 'tok', o.tok, 'code', 12, 'msg', msg})
     end
     redis.call('DEL', B .. 'm:' .. name, B .. 'r:' .. name, B .. 'q:' .. name, B .. 'wt:' .. name,
-      B .. 'ow:' .. name)
+      B .. 'ow:' .. name, B .. 'ho:' .. name)
   end
   for _, sid in ipairs(sids) do
     push(sid, {'k', 'E', 'code', 10, 'msg', msg})
