@@ -15,7 +15,7 @@ import pytest
 import tenure
 from tenure import Capability
 from tenure._protocol.messages import LEADER, PROTOCOL_VERSION, STANDBY
-from tenure.backends.remote import TenureBackend
+from tenure.backends.remote import SINCE_VERSION, TenureBackend
 from tests.api.support import eventually, owners
 from tests.backends.fake_cluster import FakeCluster, FakeMember
 
@@ -24,6 +24,8 @@ pytestmark = pytest.mark.timeout(30)
 Start = Callable[..., Awaitable[FakeMember]]
 OLDER: tuple[int, ...] = tuple(range(1, PROTOCOL_VERSION))  # the versions before this one
 NEWER: tuple[int, ...] = (*OLDER, PROTOCOL_VERSION)
+#: A capability only this protocol version brings (the first by name).
+NEWEST: Capability = min(SINCE_VERSION[PROTOCOL_VERSION], key=lambda c: c.value)
 
 
 @pytest.fixture
@@ -60,7 +62,7 @@ async def test_a_client_speaks_the_newer_version_to_an_upgraded_leader_it_met_ol
         link = backend.shards[0].link
         assert link.welcome is not None
         assert link.welcome.version == PROTOCOL_VERSION - 1
-        assert Capability.PREFIX_WATCH not in client.capabilities
+        assert NEWEST not in client.capabilities
         assert standby.hellos == [PROTOCOL_VERSION, PROTOCOL_VERSION - 1]
 
         # The standby is upgraded (it speaks the newer version), then the leader
@@ -78,6 +80,6 @@ async def test_a_client_speaks_the_newer_version_to_an_upgraded_leader_it_met_ol
         assert link.welcome is not None
         assert link.welcome.version == PROTOCOL_VERSION
         assert standby.hellos[-1] == PROTOCOL_VERSION
-        assert Capability.PREFIX_WATCH in client.capabilities
+        assert NEWEST in client.capabilities
         assert lock.lost_reason is None
         assert await owners(session, "job") == [session.id]
