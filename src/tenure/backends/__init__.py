@@ -16,7 +16,8 @@ The contract every backend keeps is :mod:`tenure.backends._base` (re-exported he
 :class:`SwapWrite`, :class:`DeleteWrite`), and its optional abilities, each a
 protocol tied to a :class:`Capability` by :data:`ABILITIES` (:class:`AllOrNone`,
 :class:`LeaseRenewal`, :class:`SessionRecovery`, :class:`RateReservations`,
-:class:`Claiming`, :class:`PrefixWatch`, :class:`TaskNumbers`; :func:`abilities_of`
+:class:`Claiming`, :class:`PrefixWatch`, :class:`TaskNumbers`, :class:`MaxHolds`;
+:func:`abilities_of`
 a session); the full set :class:`BackendSession`, :class:`SessionListener`,
 :class:`WatchStream`, :class:`PrefixWatchStream` with :class:`PrefixChange` and
 :class:`PrefixReset`, :class:`Grant`, :class:`HeldGrant`, :class:`SessionTicket`,
@@ -53,6 +54,7 @@ from tenure.backends._base import (
     Grant,
     HeldGrant,
     LeaseRenewal,
+    MaxHolds,
     PrefixChange,
     PrefixNews,
     PrefixReset,
@@ -157,6 +159,7 @@ __all__ = [
     "Grant",
     "HeldGrant",
     "LeaseRenewal",
+    "MaxHolds",
     "PrefixChange",
     "PrefixNews",
     "PrefixReset",

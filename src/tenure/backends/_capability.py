@@ -70,3 +70,12 @@ class Capability(enum.Enum):
     #: compare-and-set of the limiter's data), on the clients' clocks
     #: (``tenure.client._rates_over_core``): the same answers.
     RATE_RESERVATION = "rate_reservation"
+    #: A grant may be bounded: ``acquire(..., max_hold=S)`` (and a node's
+    #: ``max_hold``, its default) ends it S seconds after its grant on the store's
+    #: clock, whatever its session does: renewals and keep-alives do not extend it
+    #: (:class:`~tenure.backends._abilities.MaxHolds`). Its holder sees the usual
+    #: loss (LeaseLostError; work under ``async with`` cancelled), and its waiters
+    #: are served as after any expiry, with greater tokens. Fractions of a second
+    #: are kept. Without it, ``max_hold`` is refused with UnsupportedError, and so
+    #: is a node's ``max_hold`` setting.
+    MAX_HOLD = "max_hold"

@@ -83,6 +83,7 @@ CAPABILITIES: Final = frozenset(
         Capability.PREFIX_WATCH,
         Capability.DEADLOCK_DETECTION,
         Capability.CLAIMS,
+        Capability.MAX_HOLD,
     }
 )
 

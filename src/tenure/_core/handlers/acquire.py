@@ -24,6 +24,7 @@ from tenure._core.state import EngineState
 from tenure._core.values import (
     MAX_COUNT,
     check_duration,
+    check_max_hold,
 )
 from tenure._core.watches import EXISTENCE, NOTHING, OWNERS, WAITERS
 from tenure.errors import ErrorCode, LimitExceededError, NotFoundError
@@ -37,6 +38,7 @@ def acquire(state: EngineState, cmd: c.Acquire, now: float) -> c.AcquireResult:
     )
     if cmd.lease_ttl is not None:
         check_duration("lease_ttl", cmd.lease_ttl)
+    max_hold = check_max_hold(cmd.max_hold)
     sid = session.session_id
     key = holder_key(sid, hold)
     sem = node.semaphores.get(name)
@@ -88,7 +90,9 @@ def acquire(state: EngineState, cmd: c.Acquire, now: float) -> c.AcquireResult:
             and (timeout != 0 or (sem.is_head(key) and sem.fits(key, count, now)))
             and not (node.sets and waiting.order in node.sets)  # (a set's: superseded)
         ):
-            return _restate_waiter(state, node, sem, waiting, cmd, count, data, timeout, now)
+            return _restate_waiter(
+                state, node, sem, waiting, cmd, count, data, timeout, max_hold, now
+            )
     change = NOTHING
     if sem is None:
         sem = node.add_semaphore(
@@ -127,12 +131,15 @@ def acquire(state: EngineState, cmd: c.Acquire, now: float) -> c.AcquireResult:
                 owner.since,
                 owner.task,  # (the same grant: asked for by the task that asked then)
                 usage=session.usage,
+                ends=owner.ends,  # (the same grant: its max_hold's end stays)
             )
             sem.set_owner(updated)
             result = c.AcquireResult(c.AcquireStatus.GRANTED, owner.token, count, owner.lease_ttl)
             moved = (owner.count, owner.data) != (count, data)
         else:
-            granted = grant(state, node, sem, sid, count, data, cmd.lease_ttl, now, hold, task)
+            granted = grant(
+                state, node, sem, sid, count, data, cmd.lease_ttl, now, hold, task, max_hold
+            )
             result = c.AcquireResult(
                 c.AcquireStatus.GRANTED, granted.token, count, granted.lease_ttl
             )
@@ -157,6 +164,7 @@ def acquire(state: EngineState, cmd: c.Acquire, now: float) -> c.AcquireResult:
                 state.last_order,
                 timeout,
                 task,
+                max_hold,
                 usage=session.usage,
             )
         )
@@ -219,12 +227,13 @@ def _restate_waiter(
     count: int,
     data: bytes,
     timeout: float | None,
+    max_hold: float | None,
     now: float,
 ) -> c.AcquireResult:
     """``cmd`` restates the queued request ``waiting`` in place (``keep_place``).
 
     It keeps its place and its arrival (``since``, ``order``); it takes the new
-    count, data, timeout, lease TTL and request id. The request it replaces ends
+    count, data, timeout, lease TTL, max_hold and request id. The request it replaces ends
     superseded; at the head, it is granted at once if it now fits (nothing behind it
     is passed: the queue stays first in, first out).
     """
@@ -253,6 +262,7 @@ def _restate_waiter(
         waiting.order,
         timeout,
         cmd.task,
+        max_hold,
         usage=waiting.usage,
     )
     sem.restate_waiter(restated)
@@ -263,7 +273,9 @@ def _restate_waiter(
     if sem.is_head(waiting.key) and sem.fits(waiting.key, count, now):
         sem.remove_waiter(waiting.key)
         state.sessions[sid].discard_wait(sem.name, hold, restated.task)
-        granted = grant(state, node, sem, sid, count, data, cmd.lease_ttl, now, hold, restated.task)
+        granted = grant(
+            state, node, sem, sid, count, data, cmd.lease_ttl, now, hold, restated.task, max_hold
+        )
         settle(state, node, sem, now, OWNERS | WAITERS)
         return c.AcquireResult(c.AcquireStatus.GRANTED, granted.token, count, granted.lease_ttl)
     if deadline is not None:
