@@ -5,7 +5,7 @@ through the real codec (:class:`~tenure._protocol.ServerConnection`) and plays o
 part, which a test changes as it goes: the **leader** serves requests on a
 :class:`~tenure._runtime.host.Host` (a real engine) that the members of one
 :class:`FakeCluster` share, as a cluster's members share one state and one
-instance id; a **standby** greets a version-3 to -6 client with ``role="standby"`` and the
+instance id; a **standby** greets a version-3 to -7 client with ``role="standby"`` and the
 leader's address, refuses an older Hello ``NOT_LEADER``, and answers every request
 but ClusterStatus ``Failure(NOT_LEADER)``; a **standalone** server serves requests
 and answers ClusterStatus ``UNSUPPORTED``. A **silent** member (``silent = True``)
@@ -99,7 +99,7 @@ class FakeMember:
         *,
         role: str = LEADER,
         leader: str | None = None,
-        versions: Iterable[int] = (1, 2, 3, 4, 5, 6),
+        versions: Iterable[int] = (1, 2, 3, 4, 5, 6, 7),
     ) -> None:
         self.name = name
         self.cluster = cluster

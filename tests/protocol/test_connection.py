@@ -194,18 +194,18 @@ def test_a_server_may_refuse_before_any_hello():
 
 def test_a_foreign_version_is_refused_clearly():
     server = ServerConnection()
-    # A version-7 Hello may have any layout after the version; nothing else is read.
-    server.receive_data(frame_of([1, 7, {"whatever": "v7 sends"}, [1, 2, 3]]))
+    # A version-8 Hello may have any layout after the version; nothing else is read.
+    server.receive_data(frame_of([1, 8, {"whatever": "v8 sends"}, [1, 2, 3]]))
     [hello] = drain(server)
-    assert hello == Hello(7, max_frame_size=MIN_MAX_FRAME_SIZE)
+    assert hello == Hello(8, max_frame_size=MIN_MAX_FRAME_SIZE)
     refusal = version_refusal(hello)
     assert refusal == Refused(
         ErrorCode.UNSUPPORTED,
-        "protocol version 7 is not supported; this server speaks 1, 2, 3, 4, 5, 6",
+        "protocol version 8 is not supported; this server speaks 1, 2, 3, 4, 5, 6, 7",
     )
-    with pytest.raises(LocalProtocolError, match="version 7 is not supported"):
-        server.send(Welcome(version=7))
-    with pytest.raises(LocalProtocolError, match="Welcome is for version 6; Hello was 7"):
+    with pytest.raises(LocalProtocolError, match="version 8 is not supported"):
+        server.send(Welcome(version=8))
+    with pytest.raises(LocalProtocolError, match="Welcome is for version 7; Hello was 8"):
         server.send(Welcome())
     server.send(refusal)
     assert server.state is State.CLOSED
@@ -215,12 +215,13 @@ def test_a_foreign_version_is_refused_clearly():
     assert version_refusal(Hello(version=3)) is None
     assert version_refusal(Hello(version=4)) is None
     assert version_refusal(Hello(version=5)) is None
+    assert version_refusal(Hello(version=6)) is None
 
 
 def test_the_client_only_speaks_its_versions():
     client = ClientConnection()
-    with pytest.raises(LocalProtocolError, match="does not speak protocol version 7"):
-        client.send(Hello(version=7))
+    with pytest.raises(LocalProtocolError, match="does not speak protocol version 8"):
+        client.send(Hello(version=8))
     assert client.state is State.HANDSHAKE
 
 
@@ -228,7 +229,7 @@ def test_a_welcome_for_another_version_is_a_protocol_error():
     client = ClientConnection()
     client.send(Hello())
     client.receive_data(raw_frame(Welcome(version=1)))
-    with pytest.raises(ProtocolError, match="Welcome is for version 1; Hello was 6"):
+    with pytest.raises(ProtocolError, match="Welcome is for version 1; Hello was 7"):
         client.next_event()
 
 

@@ -122,10 +122,12 @@ def _refuse_unsupported(config: NodeConfig) -> None:
         unsupported.append(f"lock_delay={config.lock_delay:g}")
     if config.default_lease is not None:
         unsupported.append(f"default_lease={config.default_lease:g}")
+    if config.max_hold is not None:
+        unsupported.append(f"max_hold={config.max_hold:g}")
     if unsupported:
         raise UnsupportedError(
             f"etcd:// cannot honour {', '.join(unsupported)} (it lacks the capabilities "
-            "lock_delay and lease_ttl)"
+            "lock_delay, lease_ttl and max_hold)"
         )
 
 

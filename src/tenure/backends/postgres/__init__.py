@@ -62,6 +62,7 @@ from tenure._core.values import (
     check_identity,
     check_name,
 )
+from tenure.backends._abilities import refuse_node_max_hold
 from tenure.backends._base import Capability, SessionListener, SessionTicket
 from tenure.backends._opener import NewSession, SessionFactory
 from tenure.backends._session import StoreSession
@@ -188,6 +189,7 @@ class PgBackend(StoreListings, SessionFactory):
         if not isinstance(config, NodeConfig):
             raise InvalidArgumentError(f"config must be a NodeConfig, got {config!r}")
         config = config.validated()
+        refuse_node_max_hold(config, "postgres")
         await self.caller.call("create_node", [name, _config_json(config)], idempotent=False)
 
     async def describe_node(self, name: str) -> NodeDescription:
@@ -205,6 +207,7 @@ class PgBackend(StoreListings, SessionFactory):
         for _ in range(ALTER_TRIES):
             answer = await self.caller.call("describe_node", [name])
             new = config_of(answer["config"]).replace(**changes)
+            refuse_node_max_hold(new, "postgres")
             if await self.caller.call("alter_node", [name, _config_json(new), answer["version"]]):
                 return await self.describe_node(name)
         raise UnavailableError(f"node {name!r}: its settings kept changing; try again")

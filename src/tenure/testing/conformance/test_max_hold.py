@@ -18,12 +18,14 @@ import tenure
 from tenure import lowlevel
 from tenure.backends import Capability
 from tenure.backends._base import lease_renewal, session_recovery
-from tenure.errors import InvalidArgumentError, LeaseLostError
+from tenure.errors import InvalidArgumentError, LeaseLostError, UnsupportedError
 from tenure.testing import FakeClock
 
+from .harness import Harness
 from .support import hold_in_block, spawn, wait_for_waiters, within
 
-pytestmark = pytest.mark.requires(Capability.MAX_HOLD)
+#: Every test but the last needs the capability (the last, that it is refused without it).
+bounded = pytest.mark.requires(Capability.MAX_HOLD)
 
 #: The longest a max_hold's end may take to show on a backend of real time: its
 #: times here are at most 2 s, on a machine that may be slow.
@@ -42,6 +44,7 @@ async def patiently(awaitable: asyncio.Future[tenure.Lock] | asyncio.Task[None])
         await awaitable
 
 
+@bounded
 async def test_the_lease_ends_at_max_hold_although_its_session_lives_on(
     client: tenure.Client, client2: tenure.Client, node: str, state_clock: FakeClock | None
 ) -> None:
@@ -64,6 +67,7 @@ async def test_the_lease_ends_at_max_hold_although_its_session_lives_on(
     assert taken.held
 
 
+@bounded
 async def test_work_under_async_with_is_cancelled_with_the_loss(
     client: tenure.Client, client2: tenure.Client, node: str, state_clock: FakeClock | None
 ) -> None:
@@ -78,6 +82,7 @@ async def test_work_under_async_with_is_cancelled_with_the_loss(
     assert taken.token > lock.token
 
 
+@bounded
 async def test_a_release_before_max_hold_is_a_release_and_bounds_no_later_grant(
     client: tenure.Client, client2: tenure.Client, node: str, state_clock: FakeClock | None
 ) -> None:
@@ -96,6 +101,7 @@ async def test_a_release_before_max_hold_is_a_release_and_bounds_no_later_grant(
     await after.release()
 
 
+@bounded
 async def test_a_rwlock_bounds_its_readers_and_its_writer(
     client: tenure.Client, client2: tenure.Client, node: str, state_clock: FakeClock | None
 ) -> None:
@@ -118,6 +124,7 @@ async def test_a_rwlock_bounds_its_readers_and_its_writer(
         assert isinstance(await written.lost, LeaseLostError)
 
 
+@bounded
 async def test_the_nodes_max_hold_bounds_every_grant(
     client: tenure.Client, client2: tenure.Client, node: str, state_clock: FakeClock | None
 ) -> None:
@@ -136,6 +143,7 @@ async def test_the_nodes_max_hold_bounds_every_grant(
     assert cleared.config.max_hold is None
 
 
+@bounded
 async def test_a_shorter_max_hold_than_the_nodes_wins(
     client: tenure.Client, node: str, clock: FakeClock
 ) -> None:
@@ -150,6 +158,7 @@ async def test_a_shorter_max_hold_than_the_nodes_wins(
     assert isinstance(await within(default.lost), LeaseLostError)
 
 
+@bounded
 async def test_a_node_made_with_max_hold_keeps_it(client: tenure.Client, node_name: str) -> None:
     name = node_name + "-bounded"
     await client.create_node(name, max_hold=30.5)
@@ -159,6 +168,7 @@ async def test_a_node_made_with_max_hold_keeps_it(client: tenure.Client, node_na
         await client.drop_node(name, force=True)
 
 
+@bounded
 @pytest.mark.parametrize(
     "bad", [0, 0.0, -1.0, math.nan, math.inf, -math.inf, 366 * 24 * 3600.0 + 1, "5", True]
 )
@@ -178,6 +188,7 @@ async def test_a_bad_max_hold_is_refused_at_once_naming_it(
     assert (await client.describe_node(node)).config.max_hold is None
 
 
+@bounded
 @pytest.mark.requires(Capability.LEASE_TTL, Capability.SESSION_RECOVERY)
 async def test_renewals_do_not_take_a_lease_past_its_max_hold(
     client: tenure.Client, node: str, clock: FakeClock
@@ -205,6 +216,7 @@ async def test_renewals_do_not_take_a_lease_past_its_max_hold(
     assert "max_hold" not in str(reason)
 
 
+@bounded
 async def test_a_waiter_asked_with_max_hold_is_bounded_from_its_grant(
     client: tenure.Client, client2: tenure.Client, node: str, clock: FakeClock
 ) -> None:
@@ -219,3 +231,22 @@ async def test_a_waiter_asked_with_max_hold_is_bounded_from_its_grant(
     assert second.held
     await clock.advance(1.0)
     assert isinstance(await within(second.lost), LeaseLostError)
+
+
+async def test_a_backend_without_max_hold_refuses_it_before_anything_is_held(
+    client: tenure.Client, node: str, backend: Harness
+) -> None:
+    if Capability.MAX_HOLD in backend.capabilities:
+        pytest.skip(f"{backend.name} declares max_hold (the tests above are its)")
+    session = await client.session(node)
+    with pytest.raises(UnsupportedError, match="max_hold"):
+        await session.acquire("job", ephemeral=True, max_hold=1.0)
+    with pytest.raises(UnsupportedError, match="max_hold"):
+        await session.mutex("job", max_hold=1.0).lock()
+    with pytest.raises(UnsupportedError, match="max_hold"):
+        await client.alter_node(node, max_hold=1.0)
+    with pytest.raises(UnsupportedError, match="max_hold"):
+        await client.create_node(node + "-bounded", max_hold=1.0)
+    assert (await client.describe_node(node)).config.max_hold is None
+    lock = await session.mutex("job").lock(timeout=0)  # nothing was left held or queued
+    await lock.release()
