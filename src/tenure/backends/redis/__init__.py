@@ -55,7 +55,6 @@ from tenure._core.values import (
     check_identity,
     check_name,
 )
-from tenure.backends._abilities import refuse_node_max_hold
 from tenure.backends._base import Capability, SessionListener, SessionTicket
 from tenure.backends._opener import NewSession, SessionFactory
 from tenure.backends._session import StoreSession
@@ -95,6 +94,7 @@ CAPABILITIES: Final = frozenset(
         Capability.PREFIX_WATCH,
         Capability.DEADLOCK_DETECTION,
         Capability.CLAIMS,
+        Capability.MAX_HOLD,
     }
 )
 
@@ -174,7 +174,6 @@ class RedisBackend(StoreListings, SessionFactory):
         if not isinstance(config, NodeConfig):
             raise InvalidArgumentError(f"config must be a NodeConfig, got {config!r}")
         config = config.validated()
-        refuse_node_max_hold(config, "redis")
         await self.conn.retrying(None, "create_node", self.base(name), *config_args(config), name)
 
     async def describe_node(self, name: str) -> NodeDescription:
@@ -196,7 +195,6 @@ class RedisBackend(StoreListings, SessionFactory):
         for _ in range(ALTER_TRIES):
             raw = await self._describe(name)
             new = decode_config(raw).replace(**changes)
-            refuse_node_max_hold(new, "redis")
             old = config_text(raw)
             reply = await self.conn.retrying(
                 None, "alter_node", self.base(name), *old, *config_args(new)

@@ -217,6 +217,26 @@ async def test_renewals_do_not_take_a_lease_past_its_max_hold(
 
 
 @bounded
+@pytest.mark.requires(Capability.LEASE_TTL)
+async def test_a_lease_its_keeper_renews_still_ends_at_max_hold(
+    client: tenure.Client, client2: tenure.Client, node: str, state_clock: FakeClock | None
+) -> None:
+    """On real time: the keeper renews a 1 s lease every third of a second, and the
+    store ends it at its max_hold all the same (renewed for ever, were it not capped)."""
+    if state_clock is not None:
+        pytest.skip("on a FakeClock: test_renewals_do_not_take_a_lease_past_its_max_hold")
+    await client.alter_node(node, default_lease=1.0)
+    one, two = await client.session(node), await client2.session(node)
+    lock = await one.mutex("job", max_hold=2.0).lock()
+    waiting = spawn(two.mutex("job").lock())
+    async with asyncio.timeout(BOUND):
+        reason = await lock.lost
+    assert isinstance(reason, LeaseLostError)
+    assert "max_hold" in str(reason)  # not "expired without renewal": it was renewed
+    assert (await within(waiting)).token > lock.token
+
+
+@bounded
 async def test_a_waiter_asked_with_max_hold_is_bounded_from_its_grant(
     client: tenure.Client, client2: tenure.Client, node: str, clock: FakeClock
 ) -> None:
