@@ -77,5 +77,6 @@ class Capability(enum.Enum):
     #: loss (LeaseLostError; work under ``async with`` cancelled), and its waiters
     #: are served as after any expiry, with greater tokens. Fractions of a second
     #: are kept. Without it, ``max_hold`` is refused with UnsupportedError, and so
-    #: is a node's ``max_hold`` setting.
+    #: is a node's ``max_hold`` setting (``etcd://``: a leader change renews etcd's
+    #: leases to their full TTL, so no etcd lease can promise a grant's end).
     MAX_HOLD = "max_hold"

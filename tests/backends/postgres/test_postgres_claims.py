@@ -116,7 +116,7 @@ async def test_a_version_4_schema_is_upgraded_and_claims_work(
             + [f"DROP TABLE {schema}.claims", f"DROP TABLE {schema}.claim_locks"],
         )
         async with tenure.connect(url) as new_client:  # first use: migrated
-            assert await version_of(postgres_server.dsn, schema) == SCHEMA_VERSION == 5
+            assert await version_of(postgres_server.dsn, schema) == SCHEMA_VERSION == 6
             session = await new_client.session("n")
             claim = await session.claim("nightly", at_least=0.0, at_most=60.0)
             assert claim is not None

@@ -61,7 +61,7 @@ async def test_a_version_4_schema_is_upgraded_and_its_changes_notify_prefixes(
         + [f"DROP TABLE {schema}.prefix_watches"],
     )
     async with tenure.connect(url) as client:  # first use: migrated
-        assert await version_of(postgres_server.dsn, schema) == SCHEMA_VERSION == 5
+        assert await version_of(postgres_server.dsn, schema) == SCHEMA_VERSION == 6
         writer = await client.session("n")
         async with client.cache("n", prefix="config/") as cache:
             changes = cache.changes()

@@ -62,7 +62,6 @@ from tenure._core.values import (
     check_identity,
     check_name,
 )
-from tenure.backends._abilities import refuse_node_max_hold
 from tenure.backends._base import Capability, SessionListener, SessionTicket
 from tenure.backends._opener import NewSession, SessionFactory
 from tenure.backends._session import StoreSession
@@ -97,6 +96,7 @@ ALWAYS: Final = frozenset(
         Capability.LEASE_TTL,
         Capability.ALL_OR_NONE,
         Capability.CLAIMS,
+        Capability.MAX_HOLD,
     }
 )
 
@@ -118,8 +118,9 @@ def config_of(value: Mapping[str, Any]) -> NodeConfig:
     fields: dict[str, Any] = current_names(value)
     for name in ("recovery_window", "lock_delay"):
         fields[name] = float(fields[name])
-    if fields.get("default_lease") is not None:
-        fields["default_lease"] = float(fields["default_lease"])
+    for name in ("default_lease", "max_hold"):
+        if fields.get(name) is not None:
+            fields[name] = float(fields[name])
     return NodeConfig(**fields)
 
 
@@ -189,7 +190,6 @@ class PgBackend(StoreListings, SessionFactory):
         if not isinstance(config, NodeConfig):
             raise InvalidArgumentError(f"config must be a NodeConfig, got {config!r}")
         config = config.validated()
-        refuse_node_max_hold(config, "postgres")
         await self.caller.call("create_node", [name, _config_json(config)], idempotent=False)
 
     async def describe_node(self, name: str) -> NodeDescription:
@@ -207,7 +207,6 @@ class PgBackend(StoreListings, SessionFactory):
         for _ in range(ALTER_TRIES):
             answer = await self.caller.call("describe_node", [name])
             new = config_of(answer["config"]).replace(**changes)
-            refuse_node_max_hold(new, "postgres")
             if await self.caller.call("alter_node", [name, _config_json(new), answer["version"]]):
                 return await self.describe_node(name)
         raise UnavailableError(f"node {name!r}: its settings kept changing; try again")
