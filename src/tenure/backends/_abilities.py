@@ -30,7 +30,6 @@ from typing import Final, Protocol, cast, runtime_checkable
 
 from tenure._core.claims import ClaimRecord
 from tenure._core.commands import RateReservation
-from tenure._core.values import NodeConfig
 from tenure.backends._capability import Capability
 from tenure.backends._core_session import CoreSession
 from tenure.backends._grants import Grant, HeldGrant
@@ -64,7 +63,6 @@ __all__ = [
     "max_holds",
     "prefix_watch",
     "rate_reservations",
-    "refuse_node_max_hold",
     "session_recovery",
     "task_numbers",
 ]
@@ -363,12 +361,3 @@ def max_holds(session: object) -> MaxHolds:
     """``session``'s :class:`MaxHolds`, or UnsupportedError naming max_hold."""
     return cast(MaxHolds, ability(session, Capability.MAX_HOLD))
 
-
-def refuse_node_max_hold(config: NodeConfig, scheme: str) -> None:
-    """UnsupportedError if ``config`` sets ``max_hold`` on a backend (``scheme``) without
-    :attr:`Capability.MAX_HOLD`: a node's bound it would keep but never apply."""
-    if config.max_hold is not None:
-        raise UnsupportedError(
-            f"{scheme}:// cannot honour max_hold={config.max_hold:g} (it lacks the "
-            "capability max_hold: its grants cannot be ended on the store's clock yet)"
-        )

@@ -253,6 +253,26 @@ async def test_a_waiter_asked_with_max_hold_is_bounded_from_its_grant(
     assert isinstance(await within(second.lost), LeaseLostError)
 
 
+@bounded
+@pytest.mark.requires(Capability.SESSION_RECOVERY)
+async def test_a_resumed_sessions_bounded_hold_still_ends_at_max_hold(
+    client: tenure.Client, client2: tenure.Client, node: str, state_clock: FakeClock | None
+) -> None:
+    """The end is the store's, kept with the hold: the client that takes the session
+    back (another process, as it were) is told of it."""
+    old = await client.session(node)
+    lock = await old.mutex("job", max_hold=1.5).lock()
+    new = await client2.session(node, resume=old.ticket())
+    [resumed] = new.leases("job")
+    assert resumed.token == lock.token
+    await client.aclose()  # the process that crashed: only the new one is left to hear
+    await later(state_clock, 1.5)
+    async with asyncio.timeout(BOUND):
+        reason = await resumed.lost
+    assert isinstance(reason, LeaseLostError)
+    assert new.lost_reason is None
+
+
 async def test_a_backend_without_max_hold_refuses_it_before_anything_is_held(
     client: tenure.Client, node: str, backend: Harness
 ) -> None:
