@@ -36,6 +36,8 @@ def grant(
     hold: int = 0,
     task: int = 0,
     max_hold: float | None = None,
+    replaced: Owner | None = None,
+    known: bool = False,
 ) -> Owner:
     """Give tokens to a session's hold (asked by its client's ``task``) with a fresh
     fencing token (rule 3).
@@ -43,6 +45,8 @@ def grant(
     The grant ends at the earlier of its ``max_hold`` and the node's after ``now``
     (its :attr:`~tenure._core.holders.Owner.ends`), and never after the end of the
     hold it replaces (an upgrade); its lease deadline is never after that end.
+    ``replaced`` is that hold if the caller looked it up (``known``), else it is
+    looked up here.
     """
     state.last_token += 1
     ttl = node.config.default_lease if lease_ttl is None else lease_ttl
@@ -51,7 +55,8 @@ def grant(
     if max_hold is not None and (bound is None or max_hold < bound):
         bound = max_hold  # (an acquire's own may only shorten the node's)
     ends = None if bound is None else now + bound
-    replaced = sem.owner(session_id | hold << 64 if hold else session_id)
+    if not known:
+        replaced = sem.owner(session_id | hold << 64 if hold else session_id)
     if (
         replaced is not None
         and replaced.ends is not None

@@ -360,4 +360,3 @@ def task_numbers(session: object) -> TaskNumbers | None:
 def max_holds(session: object) -> MaxHolds:
     """``session``'s :class:`MaxHolds`, or UnsupportedError naming max_hold."""
     return cast(MaxHolds, ability(session, Capability.MAX_HOLD))
-

@@ -38,7 +38,8 @@ def acquire(state: EngineState, cmd: c.Acquire, now: float) -> c.AcquireResult:
     )
     if cmd.lease_ttl is not None:
         check_duration("lease_ttl", cmd.lease_ttl)
-    max_hold = check_max_hold(cmd.max_hold)
+    # (Inline for the usual None: no call more on the mutex's hot path.)
+    max_hold = None if cmd.max_hold is None else check_max_hold(cmd.max_hold)
     sid = session.session_id
     key = holder_key(sid, hold)
     sem = node.semaphores.get(name)
@@ -138,7 +139,19 @@ def acquire(state: EngineState, cmd: c.Acquire, now: float) -> c.AcquireResult:
             moved = (owner.count, owner.data) != (count, data)
         else:
             granted = grant(
-                state, node, sem, sid, count, data, cmd.lease_ttl, now, hold, task, max_hold
+                state,
+                node,
+                sem,
+                sid,
+                count,
+                data,
+                cmd.lease_ttl,
+                now,
+                hold,
+                task,
+                max_hold,
+                owner,  # (the hold it replaces, looked up already)
+                True,
             )
             result = c.AcquireResult(
                 c.AcquireStatus.GRANTED, granted.token, count, granted.lease_ttl
