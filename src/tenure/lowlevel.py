@@ -59,6 +59,7 @@ class _Acquire(Protocol):
         data: bytes,
         timeout: float | None,
         ephemeral: bool,
+        max_hold: float | None = None,
         /,
     ) -> Coroutine[Any, Any, L]: ...
 
@@ -73,16 +74,18 @@ class _LockReentrant(Protocol):
         data: bytes,
         timeout: float | None,
         max_depth: int,
+        max_hold: float | None = None,
         /,
     ) -> Coroutine[Any, Any, Lock]: ...
 
 
-#: ``await acquire(session, kind, name, count, data, timeout, ephemeral)``: a new lease
-#: of ``kind`` holding ``count`` tokens of semaphore ``name`` in ``session`` (its
-#: docstring says the rest: help(tenure.lowlevel.acquire)).
+#: ``await acquire(session, kind, name, count, data, timeout, ephemeral[, max_hold])``:
+#: a new lease of ``kind`` holding ``count`` tokens of semaphore ``name`` in
+#: ``session``, ending ``max_hold`` seconds after its grant if given (its docstring
+#: says the rest: help(tenure.lowlevel.acquire)).
 acquire: _Acquire = cast(_Acquire, SessionHolds._acquire)
 
-#: ``await lock_reentrant(session, name, data, timeout, max_depth)``: a reentrant
+#: ``await lock_reentrant(session, name, data, timeout, max_depth[, max_hold])``: a reentrant
 #: acquisition of the mutex ``name`` (a :class:`tenure.Lock`), at once if the caller
 #: holds it reentrantly already (help(tenure.lowlevel.lock_reentrant)).
 lock_reentrant: _LockReentrant = cast(_LockReentrant, SessionHolds._lock_reentrant)

@@ -246,6 +246,30 @@ async def test_a_version_5_server_is_sent_no_task_and_detects_no_deadlock(start:
         await tenure.connect(url_of(old), require=[tenure.Capability.DEADLOCK_DETECTION])
 
 
+async def test_a_version_6_server_is_sent_no_max_hold_and_the_client_refuses_it(
+    start: Start,
+) -> None:
+    old = await start("old", role=STANDALONE, versions=(1, 2, 3, 4, 5, 6))
+    async with tenure.connect(url_of(old)) as client:
+        assert tenure.Capability.MAX_HOLD not in client.capabilities
+        assert tenure.Capability.CLAIMS in client.capabilities  # (version 6's)
+        await client.create_node("n")
+        with pytest.raises(UnsupportedError, match="no node setting max_hold"):
+            await client.create_node("m", max_hold=5.0)
+        async with client.session("n") as session:
+            sent = old.requests.count("Acquire")
+            with pytest.raises(UnsupportedError, match="the capability max_hold"):
+                await session.mutex("job", max_hold=5.0).lock()
+            with pytest.raises(UnsupportedError, match="the capability max_hold"):
+                await session.acquire("job", ephemeral=True, max_hold=5.0)
+            assert old.requests.count("Acquire") == sent  # refused before it was sent
+            lock = await session.mutex("job").lock()  # (without: as version 6 lays it out)
+            await lock.release()
+    assert old.hellos == [7, 6]
+    with pytest.raises(UnsupportedError, match="max_hold"):
+        await tenure.connect(url_of(old), require=[tenure.Capability.MAX_HOLD])
+
+
 async def test_a_session_keeps_its_lock_through_a_step_down(
     start: Start, cluster: FakeCluster
 ) -> None:

@@ -90,6 +90,35 @@ async def test_a_hand_off_survives_the_leader_killed_both_adopted_and_only_offer
             await moved.release()
 
 
+async def test_a_max_hold_survives_the_leader_killed_and_ends_the_lock_on_the_next_one(
+    cluster: TenureCluster,
+) -> None:
+    """The grant's end is in the journal the next leader replays (issue 50): held
+    through the failover (a leader's downtime is not counted), then ended at its
+    max_hold by the new leader, whose waiter gets a greater token."""
+    url = cluster.url()
+    async with tenure.connect(url) as one, tenure.connect(url) as two:
+        await one.create_node("app", exist_ok=True)
+        async with one.session("app", recovery_window=WINDOW) as first:
+            lock = await first.mutex("job", max_hold=5.0).lock()
+            async with two.session("app", recovery_window=WINDOW) as second:
+                waiting = asyncio.ensure_future(second.mutex("job").lock())
+                old = cluster.leader()
+                await asyncio.to_thread(old.kill)
+                new = await asyncio.to_thread(cluster.leader, excluding=old)
+                assert new is not old
+                other = await first.mutex("other").lock()  # on the new leader
+                assert lock.lost_reason is None  # held through the failover
+                reason = await asyncio.wait_for(lock.lost.wait(), 60)
+                assert isinstance(reason, tenure.errors.LeaseLostError)
+                assert "max_hold" in str(reason)
+                assert first.lost_reason is None  # only the lock ended
+                granted = await asyncio.wait_for(waiting, 30)
+                assert granted.token > other.token > lock.token
+                await granted.release()
+                await other.release()
+
+
 async def test_a_graceful_stop_of_the_leader_hands_over_and_clients_follow(
     cluster: TenureCluster,
 ) -> None:

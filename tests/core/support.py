@@ -75,6 +75,7 @@ def acquire(
     keep_place: bool = False,
     hold: int = 0,
     task: int = 0,
+    max_hold: float | None = None,
 ) -> AcquireResult:
     """Apply an Acquire (with a fresh request id unless one is given)."""
     rid = next(_request_ids) if request_id is None else request_id
@@ -91,6 +92,7 @@ def acquire(
             keep_place=keep_place,
             hold=hold,
             task=task,
+            max_hold=max_hold,
         ),
         now,
     )

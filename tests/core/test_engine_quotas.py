@@ -244,7 +244,7 @@ def test_a_snapshot_keeps_owners_and_counts() -> None:
     engine.apply(CreateSemaphore(sid, "a", 1, b"12345"), 0.0)
     _as(engine, "batch", CreateNode("mine"))
     plain = msgspec.msgpack.decode(msgspec.msgpack.encode(dump(engine)))
-    assert plain["version"] == 10
+    assert plain["version"] == 11
     loaded = load(plain)
     check_invariants(loaded)
     assert _usage(loaded, "batch") == _usage(engine, "batch")

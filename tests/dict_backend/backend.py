@@ -84,10 +84,12 @@ def _supported(config: NodeConfig) -> NodeConfig:
         unsupported.append("lock_delay")
     if config.default_lease is not None:
         unsupported.append("default_lease")
+    if config.max_hold is not None:
+        unsupported.append("max_hold")
     if unsupported:
         raise UnsupportedError(
             f"dict:// cannot honour {', '.join(unsupported)} "
-            "(it lacks the capabilities lock_delay and lease_ttl)"
+            "(it lacks the capabilities lock_delay, lease_ttl and max_hold)"
         )
     return config
 

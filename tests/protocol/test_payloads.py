@@ -158,7 +158,7 @@ def test_a_layout_renders_tag_and_typed_fields():
     assert layout(acquire) == (
         "[21, session_id: uint, name: str, count: uint, request_id: uint, data: bin, "
         "timeout: float|nil, ephemeral: bool, lease_ttl: float|nil, hold: uint, "
-        "keep_place: bool, task: uint]"
+        "keep_place: bool, task: uint, max_hold: float|nil]"
     )
     assert layout(NODE_CONFIG).startswith("[recovery_window: float, lock_delay: float,")
 
@@ -446,6 +446,34 @@ def test_a_claim_and_its_release_travel_as_documented() -> None:
     assert message_of(wire_of(Reply(1, record))) == Reply(1, record)
     assert reply_fits(ClaimName, record)
     assert reply_fits(ReleaseClaim, True)
+
+
+# -- protocol version 7: max_hold on Acquire and NodeConfig --------------------------------
+
+
+def test_max_hold_is_sent_only_when_set_so_an_acquire_without_is_version_6s() -> None:
+    plain = Acquire(3, "db", 1, 7, task=5)
+    assert len(wire_of(Request(1, plain))[2]) == 12  # [21, ..., task]: version 6's layout
+    bounded = Acquire(3, "db", 1, 7, max_hold=2.5)
+    assert wire_of(Request(1, bounded))[2][-2:] == [0, 2.5]  # (task 0 is sent before it)
+    assert message_of(wire_of(Request(1, bounded))) == Request(1, bounded)
+    config = NodeConfig(max_hold=30.0)
+    eleven = wire_of(Request(1, CreateNode("n", config)))
+    assert eleven[2][2][-2:] == [NodeConfig().max_claims, 30.0]  # max_claims sent before it
+    assert message_of(eleven) == Request(1, CreateNode("n", config))
+    assert len(wire_of(Request(1, CreateNode("n", NodeConfig(max_claims=5))))[2][2]) == 10
+
+
+def test_a_peer_older_than_version_7_is_sent_nodes_without_max_hold() -> None:
+    described = NodeDescription("n", NodeConfig(max_hold=30.0, max_claims=5), 1, 2)
+    old = for_version(Reply(3, described), 6)
+    assert isinstance(old, Reply)
+    assert old.value == NodeDescription("n", NodeConfig(max_claims=5), 1, 2)
+    assert len(wire_of(old)[2][2]) == 10  # the layout a version-6 peer knows
+    older = for_version(Reply(3, described), 5)
+    assert isinstance(older, Reply)
+    assert older.value == NodeDescription("n", NodeConfig(), 1, 2)
+    assert for_version(Reply(3, described), 7) == Reply(3, described)
 
 
 # -- the one-entry memo of each record ------------------------------------------------------

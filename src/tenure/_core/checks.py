@@ -1,8 +1,9 @@
 """The validation of user input: each check answers the value or InvalidArgumentError.
 
-Checks of names, prefixes, data, counts, holds, tasks, descriptions, page sizes and
-durations against the fixed limits (:mod:`tenure._core.limits`); the engine, the
-backends and the client call them before anything is sent or changed
+Checks of names, prefixes, data, counts, holds, tasks, descriptions, page sizes,
+durations and a hold's bound (``max_hold``) against the fixed limits
+(:mod:`tenure._core.limits`); the engine, the backends and the client call them
+before anything is sent or changed
 (:mod:`tenure._core.values` re-exports them, with ``check_identity`` beside the type
 it checks).
 """
@@ -17,6 +18,7 @@ from tenure._core.limits import (
     MAX_COUNT,
     MAX_DESCRIPTION_BYTES,
     MAX_HOLD,
+    MAX_HOLD_SECONDS,
     MAX_NAME_BYTES,
     MAX_PAGE,
     MAX_TASK,
@@ -124,6 +126,26 @@ def check_duration(
         raise InvalidArgumentError(f"{what} must be a finite positive number, got {value!r}")
     if value > maximum:
         raise InvalidArgumentError(f"{what} must be at most {maximum} seconds, got {value!r}")
+    return value
+
+
+def check_max_hold(max_hold: object) -> float | None:
+    """A hold's most seconds (``max_hold``): ``None`` (no bound), or a finite number
+    of seconds above 0 and at most MAX_HOLD_SECONDS (366 days)."""
+    if max_hold is None:
+        return None
+    if isinstance(max_hold, bool) or not isinstance(max_hold, int | float):
+        raise InvalidArgumentError(f"max_hold must be a number of seconds, got {max_hold!r}")
+    value = float(max_hold)
+    if not math.isfinite(value) or value <= 0:
+        raise InvalidArgumentError(
+            f"max_hold must be a finite number of seconds above 0, got {max_hold!r}"
+        )
+    if value > MAX_HOLD_SECONDS:
+        raise InvalidArgumentError(
+            f"max_hold must be at most {MAX_HOLD_SECONDS:g} seconds (366 days, "
+            f"MAX_HOLD_SECONDS), got {max_hold!r}"
+        )
     return value
 
 

@@ -35,14 +35,20 @@ class OwnerRest:
     """What an owner keeps beyond the usual hold's: its data, its lease, its hand-off
     offer (see :class:`Owner`)."""
 
-    __slots__ = ("data", "deadline", "offer", "ttl")
+    __slots__ = ("data", "deadline", "ends", "offer", "ttl")
 
-    def __init__(self, data: bytes, ttl: float | None, deadline: float | None) -> None:
+    def __init__(
+        self, data: bytes, ttl: float | None, deadline: float | None, ends: float | None = None
+    ) -> None:
         self.data = data
         #: The lease's TTL and when it runs out unless renewed (engine time); both
-        #: None without a lease.
+        #: None without a lease. With ``ends`` (a max_hold), ``deadline`` is never
+        #: after it, and is set even without a TTL.
         self.ttl = ttl
         self.deadline = deadline
+        #: When the grant ends whatever its session does (its max_hold, engine time:
+        #: no renewal moves it); None: no bound.
+        self.ends = ends
         #: The SHA-256 digest of the secret its hand-off was offered with (OfferHold),
         #: or None: not offered.
         self.offer: bytes | None = None
@@ -80,6 +86,7 @@ class Owner:
         since: float = 0.0,  # when the grant was made (engine time); a restate keeps it
         task: int = 0,
         usage: Usage | None = None,
+        ends: float | None = None,  # its max_hold's end (engine time); None: no bound
     ) -> None:
         self.usage = usage
         #: Its :func:`holder_key` (kept: every lookup of a hold compares it; inlined:
@@ -91,8 +98,8 @@ class Owner:
         self.task = task
         self._rest: OwnerRest | None = (
             None
-            if not data and lease_ttl is None and lease_deadline is None
-            else OwnerRest(data, lease_ttl, lease_deadline)
+            if not data and lease_ttl is None and lease_deadline is None and ends is None
+            else OwnerRest(data, lease_ttl, lease_deadline, ends)
         )
 
     @property
@@ -114,7 +121,8 @@ class Owner:
 
     @property
     def leased(self) -> bool:
-        """Whether the grant has a lease of its own (a TTL, renewed apart from its session)."""
+        """Whether the grant has a lease of its own (a TTL, renewed apart from its
+        session, or a max_hold's end): a deadline the engine times."""
         rest = self._rest
         return rest is not None and (rest.ttl is not None or rest.deadline is not None)
 
@@ -127,6 +135,21 @@ class Owner:
     @lease_ttl.setter
     def lease_ttl(self, ttl: float | None) -> None:
         self._set_lease(ttl, self.lease_deadline)
+
+    @property
+    def ends(self) -> float | None:
+        """When the grant ends whatever its session does (its max_hold; engine time),
+        or None: no bound. Renewals never move it; the lease's deadline is never after it."""
+        rest = self._rest
+        return None if rest is None else rest.ends
+
+    @ends.setter
+    def ends(self, ends: float | None) -> None:
+        rest = self._rest
+        if rest is not None:
+            rest.ends = ends
+        elif ends is not None:
+            self._rest = OwnerRest(b"", None, None, ends)
 
     @property
     def lease_deadline(self) -> float | None:
@@ -142,7 +165,13 @@ class Owner:
         rest = self._rest
         if rest is not None:  # (a renewal: the same record, restarted)
             rest.ttl, rest.deadline = ttl, deadline
-            if ttl is None and deadline is None and not rest.data and rest.offer is None:
+            if (
+                ttl is None
+                and deadline is None
+                and not rest.data
+                and rest.ends is None
+                and rest.offer is None
+            ):
                 self._rest = None
         elif ttl is not None or deadline is not None:
             self._rest = OwnerRest(b"", ttl, deadline)
@@ -163,7 +192,7 @@ class Owner:
         rest.offer = digest
 
     def _fields(self) -> tuple[object, ...]:
-        lease = (self.lease_ttl, self.lease_deadline)
+        lease = (self.lease_ttl, self.lease_deadline, self.ends)
         return (
             self.key,
             self.count,
@@ -188,7 +217,7 @@ class Owner:
             f"Owner(session_id={self.session_id}, count={self.count}, data={self.data!r}, "
             f"token={self.token}, lease_ttl={self.lease_ttl}, "
             f"lease_deadline={self.lease_deadline}, hold={self.hold}, since={self.since}, "
-            f"task={self.task})"
+            f"task={self.task}, ends={self.ends})"
         )
 
 
@@ -214,6 +243,9 @@ class Waiter:
     #: The client's number of the task that asks (0: not known); the hold it becomes
     #: keeps it (:mod:`tenure._core.deadlocks`).
     task: int = 0
+    #: The max_hold it asked for, in seconds (None: the node's, if any): its grant
+    #: ends that long after it is made (:attr:`Owner.ends`).
+    max_hold: float | None = None
     #: Its session's owner's usage: its data counts there while it is queued
     #: (:mod:`tenure._core.quotas`; None: counted nowhere).
     usage: Usage | None = field(default=None, repr=False, compare=False)

@@ -41,7 +41,11 @@ def check_invariants(engine: Engine) -> None:
                 assert owner.token <= engine.last_token, f"{name}: token from the future"
                 assert owner.token not in tokens, f"token {owner.token} held twice"
                 tokens.add(owner.token)
-                assert (owner.lease_ttl is None) == (owner.lease_deadline is None)
+                # A lease deadline iff a TTL or a max_hold, never after the max_hold's end.
+                timed = owner.lease_ttl is not None or owner.ends is not None
+                assert timed == (owner.lease_deadline is not None)
+                if owner.ends is not None and owner.lease_deadline is not None:
+                    assert owner.lease_deadline <= owner.ends, f"{name}: lease past max_hold"
             arrived = 0
             for key, waiter in sem.waiters.items():
                 assert waiter.key == key

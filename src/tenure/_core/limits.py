@@ -15,6 +15,11 @@ MAX_COUNT: Final = 2**64 - 1
 #: The largest hold number a session may give one of its holds on a semaphore.
 MAX_HOLD: Final = 2**32 - 1
 
+#: The longest ``max_hold`` an acquire or a node (its default) may ask, in seconds:
+#: 366 days, as a claim's longest slot (``MAX_CLAIM_SECONDS``). Longer is taken for a
+#: mistake (a timestamp passed for a duration, milliseconds for seconds).
+MAX_HOLD_SECONDS: Final = 366 * 24 * 3600.0
+
 #: The largest task number a client may give the task that asks (a uint on the wire).
 MAX_TASK: Final = 2**64 - 1
 

@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Final
 
-from tenure._core.checks import check_duration
+from tenure._core.checks import check_duration, check_max_hold
 from tenure._core.limits import MAX_RECOVERY_WINDOW
 from tenure.errors import InvalidArgumentError, LimitExceededError
 
@@ -58,6 +58,10 @@ class NodeConfig:
             dropped first (see DescribeSession).
         max_claims: live claims (``session.claim``) in the node, released ones
             included until they end (:mod:`tenure._core.claims`).
+        max_hold: if set, every grant on this node ends this many seconds after it
+            was made, on the store's clock, whatever its session does (renewals and
+            keep-alives do not extend it); an acquire's own ``max_hold`` may only
+            shorten it. ``None``: no bound. At most ``MAX_HOLD_SECONDS``.
     """
 
     recovery_window: float = 30.0
@@ -70,6 +74,7 @@ class NodeConfig:
     max_watches_per_session: int = 1_000
     max_missed_per_session: int = 256
     max_claims: int = 10_000
+    max_hold: float | None = None
 
     def validated(self) -> NodeConfig:
         """Return ``self`` if every field is in range, else raise InvalidArgumentError."""
@@ -77,6 +82,7 @@ class NodeConfig:
         check_duration("lock_delay", self.lock_delay, allow_zero=True)
         if self.default_lease is not None:
             check_duration("default_lease", self.default_lease)
+        check_max_hold(self.max_hold)
         for name in (
             "max_sessions",
             "max_semaphores",

@@ -35,12 +35,36 @@ def grant(
     now: float,
     hold: int = 0,
     task: int = 0,
+    max_hold: float | None = None,
+    replaced: Owner | None = None,
+    known: bool = False,
 ) -> Owner:
     """Give tokens to a session's hold (asked by its client's ``task``) with a fresh
-    fencing token (rule 3)."""
+    fencing token (rule 3).
+
+    The grant ends at the earlier of its ``max_hold`` and the node's after ``now``
+    (its :attr:`~tenure._core.holders.Owner.ends`), and never after the end of the
+    hold it replaces (an upgrade); its lease deadline is never after that end.
+    ``replaced`` is that hold if the caller looked it up (``known``), else it is
+    looked up here.
+    """
     state.last_token += 1
     ttl = node.config.default_lease if lease_ttl is None else lease_ttl
     deadline = None if ttl is None else now + ttl
+    bound = node.config.max_hold
+    if max_hold is not None and (bound is None or max_hold < bound):
+        bound = max_hold  # (an acquire's own may only shorten the node's)
+    ends = None if bound is None else now + bound
+    if not known:
+        replaced = sem.owner(session_id | hold << 64 if hold else session_id)
+    if (
+        replaced is not None
+        and replaced.ends is not None
+        and (ends is None or replaced.ends < ends)
+    ):
+        ends = replaced.ends  # an upgrade: the hold's end stays (never extended)
+    if ends is not None and (deadline is None or ends < deadline):
+        deadline = ends
     # A time equal to the engine's shares its float: a burst of grants in one
     # instant (a server's clock moves in steps) then costs no float object each.
     since = state.now if now == state.now else now
@@ -49,7 +73,9 @@ def grant(
     # new int each time (above 256), which a hold would otherwise keep (32 bytes).
     sid = session.session_id
     usage = state.sessions[sid].usage  # (its data counts against its session's owner)
-    owner = Owner(sid, count, data, state.last_token, ttl, deadline, hold, since, task, usage=usage)
+    owner = Owner(
+        sid, count, data, state.last_token, ttl, deadline, hold, since, task, usage=usage, ends=ends
+    )
     sem.set_owner(owner)
     session.add_hold(sem.name, hold)
     if deadline is not None:
@@ -101,7 +127,17 @@ def _grant_waiter(
     sid, hold = waiter.session_id, waiter.hold
     state.sessions[sid].discard_wait(sem.name, hold, waiter.task)
     owner = grant(
-        state, node, sem, sid, waiter.count, waiter.data, waiter.lease_ttl, now, hold, waiter.task
+        state,
+        node,
+        sem,
+        sid,
+        waiter.count,
+        waiter.data,
+        waiter.lease_ttl,
+        now,
+        hold,
+        waiter.task,
+        waiter.max_hold,
     )
     state.effects.append(
         Granted(sid, waiter.request_id, sem.name, owner.token, owner.count, owner.lease_ttl, hold)

@@ -14,8 +14,9 @@ promises a restart must keep:
 * every session gets a fresh recovery window from the restart, detached until its
   client re-attaches (nobody's session ends because the server was down);
 * every lease TTL starts afresh (a holder could not renew while the server was down);
-* acquire timeouts, lock-delays and claims keep the time they had left (a claim's
-  ``at_least`` and its end both move by the downtime, as a lock-delay's end does);
+* acquire timeouts, lock-delays, claims and max_holds keep the time they had left (a
+  claim's ``at_least`` and its end both move by the downtime, as a lock-delay's end
+  and a grant's max_hold end do; a lease's new deadline is never after that end);
 * sessions' creation times and owners' and waiters' since-times move with the
   clock, as if no time passed while the server was down (a monotonic clock cannot
   tell how long that was), so an age shown after a restart leaves the downtime out.
@@ -25,6 +26,8 @@ every version of it, :mod:`tenure._core.snapshot_load`'s (re-exported here).
 """
 
 from __future__ import annotations
+
+import math
 
 from tenure._core.deadlines import (
     ClaimDeadline,
@@ -172,6 +175,9 @@ def _dump_node(node: Node) -> Plain:
         plain["tasks"] = [owner_tasks, waiter_tasks]
     if offers:
         plain["offers"] = offers
+    bounds = _bounds(node)
+    if bounds is not None:
+        plain["max_holds"] = bounds
     if node.annex:  # (most nodes have none: no key at all for them)
         plain["annex"] = dict(node.annex)
     if node.sets:
@@ -189,6 +195,20 @@ def _dump_node(node: Node) -> Plain:
             for value in (name, t.claim_id, t.token, t.least_until, t.ends_at)
         ]
     return plain
+
+
+def _bounds(node: Node) -> list[list[float | None]] | None:
+    """The node's max_holds (version 11): each owner's end (engine time) and each
+    waiter's max_hold (seconds), None where there is none, in the order ``owners``
+    and ``waiters`` list them; None where there is none at all (no key)."""
+    owner_ends: list[float | None] = []
+    waiter_bounds: list[float | None] = []
+    for sem in node.semaphores.values():
+        owner_ends += (o.ends for o in sem.owners.values())
+        waiter_bounds += (w.max_hold for w in sem.waiters.values())
+    if all(end is None for end in owner_ends) and all(b is None for b in waiter_bounds):
+        return None
+    return [owner_ends, waiter_bounds]
 
 
 def resume(engine: Engine, now: float) -> None:
@@ -226,11 +246,17 @@ def resume(engine: Engine, now: float) -> None:
                 if owner.since is not moved_from:  # (a run of one instant stays one float)
                     moved_from, moved_to = owner.since, owner.since + shift
                 owner.since = moved_to
-                ttl = owner.lease_ttl
-                if ttl is not None:
-                    owner.lease_deadline = now + ttl
+                ttl, ends = owner.lease_ttl, owner.ends
+                if ends is not None:  # (a max_hold keeps the time it had left)
+                    ends = owner.ends = ends + shift
+                if ttl is not None or ends is not None:
+                    deadline = min(
+                        now + ttl if ttl is not None else math.inf,
+                        ends if ends is not None else math.inf,
+                    )
+                    owner.lease_deadline = deadline
                     lease = LeaseDeadline(node.name, sem.name, owner.key, owner.token)
-                    deadlines.schedule(now + ttl, lease)
+                    deadlines.schedule(deadline, lease)
     engine.now = now
     engine.deadlines = deadlines
 

@@ -31,13 +31,18 @@ owns each session, node and semaphore (``"owners"``: flat lists of ``sessions``
 (id, owner), ``nodes`` (name, owner) and ``semaphores`` (node, name, owner), only
 of those whose owner is a token; :mod:`tenure._core.ownership`), and changed so
 that an older server refuses such a snapshot rather than forget whose they are (and
-so the quotas). Any version may carry each node's hand-off offers (``"offers"``:
-per offered hold its semaphore's name, session id, hold number and the digest of its
-secret, flat; only on a node that has one; :mod:`tenure._core.handlers.handoffs`):
-added without a new version, since a server that ignores them only makes the
-outstanding hand-off strings fail to adopt (a clear LeaseLostError), never a hold
-wrong. Versions 1 to 9 load with every object nobody's. Versions 1 (a dict per
-semaphore), 2 and 3 still load, every hold 0; versions 1 to 4 load with no
+so the quotas). Version 11 adds each node's max_holds (``"max_holds"``: ``[owner
+ends, waiter bounds]``, two lists parallel to ``owners`` and ``waiters``: each
+owner's end in engine time and each waiter's max_hold in seconds, nil where there
+is none; only on a node where one is set), and changed so that an older server
+refuses such a snapshot rather than let a bounded grant outlive its bound. Any
+version may carry each node's hand-off offers (``"offers"``: per offered hold its
+semaphore's name, session id, hold number and the digest of its secret, flat; only
+on a node that has one; :mod:`tenure._core.handlers.handoffs`): added without a new
+version, since a server that ignores them only makes the outstanding hand-off
+strings fail to adopt (a clear LeaseLostError), never a hold wrong. Versions 1 to 10
+load with no max_hold. Versions 1 to 9 load with every object nobody's. Versions 1
+(a dict per semaphore), 2 and 3 still load, every hold 0; versions 1 to 4 load with no
 identities and every time at the snapshot's ``now``; versions 1 to 5 load with no
 annex; versions 1 to 7 with no sets; versions 1 to 8 with every task 0 (not known:
 no deadlock is found through them) and no claims; versions 1 to 6 number their
@@ -51,7 +56,7 @@ from __future__ import annotations
 from typing import Any
 
 #: Bumped when the layout changes; :func:`load` refuses layouts it does not know.
-SNAPSHOT_VERSION = 10
+SNAPSHOT_VERSION = 11
 
 #: Values per object in the flat lists (see the module docstring).
 # id, node, timeout, description, protection key, seq_no, expires_at,

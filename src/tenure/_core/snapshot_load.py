@@ -49,7 +49,7 @@ def load(data: Plain) -> Engine:
         InvalidArgumentError: the data is not a snapshot this version can read.
     """
     version = data.get("version") if isinstance(data, dict) else None
-    if version not in (1, 2, 3, 4, 5, 6, 7, 8, 9, SNAPSHOT_VERSION):
+    if version not in (1, 2, 3, 4, 5, 6, 7, 8, 9, 10, SNAPSHOT_VERSION):
         raise InvalidArgumentError(
             f"not a tenure engine snapshot of version 1 to {SNAPSHOT_VERSION} (got {version!r})"
         )
@@ -123,6 +123,9 @@ def _load(data: Plain, version: int) -> Engine:
         else:
             _load_semaphores_v1(engine, node, plain["semaphores"])
         _load_offers(node, plain.get("offers"))
+    if version > 10:
+        for plain in data["nodes"]:
+            _load_bounds(engine.nodes[plain["name"]], plain.get("max_holds"))
     if version > 2:
         width = MISSED_FIELDS if version > 3 else MISSED_FIELDS - 1
         for sid, kind, name, number, code, message, *hold in _rows(data["missed"], width):
@@ -155,6 +158,34 @@ def _load_offers(node: Node, plain: object) -> None:
         if owner is None or type(digest) is not bytes:
             raise ValueError(f"node {node.name!r}: an offer of {name!r} names no owner")
         owner.offer = digest
+
+
+def _load_bounds(node: Node, plain: object) -> None:
+    """A node's max_holds (version 11; absent: none), in the order its owners and
+    waiters were loaded: each owner's end (engine time), each waiter's max_hold."""
+    if plain is None:
+        return
+    if not isinstance(plain, list) or len(plain) != 2:
+        raise ValueError("a node's max_holds are two lists (owners' ends, waiters' bounds)")
+    owner_ends, waiter_bounds = iter(plain[0]), iter(plain[1])
+    try:
+        for sem in node.semaphores.values():
+            for owner in sem.owners.values():
+                owner.ends = _time_or_none(next(owner_ends))
+            for waiter in sem.waiters.values():
+                waiter.max_hold = _time_or_none(next(waiter_bounds))
+    except StopIteration:
+        raise ValueError(f"node {node.name!r}: not one max_hold per owner and waiter") from None
+    if next(owner_ends, None) is not None or next(waiter_bounds, None) is not None:
+        raise ValueError(f"node {node.name!r}: max_holds left over")
+
+
+def _time_or_none(value: object) -> float | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ValueError(f"a max_hold is a number or nil, got {value!r}")
+    return float(value)
 
 
 def _sets(plain: object) -> dict[int, tuple[tuple[str, int], ...]]:

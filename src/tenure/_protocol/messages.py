@@ -107,7 +107,8 @@ __all__ = [
 #: under a prefix), ClaimName and ReleaseClaim (claims), NodeConfig's ``max_claims``,
 #: the asking task's number on Acquire and AcquireAll (deadlock detection) and the
 #: broken deadlocks on NodeDescription. Version 7 added OfferHold and AdoptHold (a
-#: hold handed off to another session under a new token).
+#: hold handed off to another session under a new token), and Acquire's and
+#: NodeConfig's trailing ``max_hold`` (a grant bounded in time).
 PROTOCOL_VERSION: Final = 7
 #: The versions a server built from this code accepts in a Hello. To an older peer
 #: it sends the layouts of the peer's version (:func:`for_version`).
@@ -397,10 +398,15 @@ def for_version(message: Message, version: int | None) -> Message:
     always did. A peer of version 1 to 5 knows Acquire and AcquireAll without the
     asking task, and NodeDescription without the broken deadlocks (left out alike),
     and does not know NodeConfig's ``max_claims``: a node's description reaches it
-    with the setting at its default (left out). Version 7 changed no layout, only
-    added commands.
+    with the setting at its default (left out). A peer of version 1 to 6 does not
+    know NodeConfig's ``max_hold`` (nor Acquire's, which a client sends only to a
+    server of version 7: :attr:`Capability.MAX_HOLD`): a node's description reaches
+    it with none (left out).
     """
-    if version is None or version >= 6:
+    if version is None or version >= 7:
+        return message
+    message = _before_version_7(message)
+    if version >= 6:
         return message
     message = _before_version_6(message)
     if version >= 3:  # versions 4 and 5 changed no layout, only added commands
@@ -423,6 +429,17 @@ def for_version(message: Message, version: int | None) -> Message:
         effect = message.effect
         if effect.description is not None:
             return Push(dataclasses.replace(effect, description=_version_1(effect.description)))
+    return message
+
+
+def _before_version_7(message: Message) -> Message:
+    """``message`` without what version 7 added: NodeConfig's ``max_hold`` (None, it
+    is not even sent)."""
+    if type(message) is Reply:
+        value = message.value
+        if type(value) is NodeDescription and value.config.max_hold is not None:
+            config = dataclasses.replace(value.config, max_hold=None)
+            return Reply(message.request_id, dataclasses.replace(value, config=config))
     return message
 
 

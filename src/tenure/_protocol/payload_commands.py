@@ -95,6 +95,7 @@ _COMMANDS: Final = (
             ("hold", UINT),
             ("keep_place", BOOL),  # gained (issue 27): restate a queued request in place
             ("task", UINT),  # protocol version 6: who asks (deadlock detection)
+            ("max_hold", OPT_FLOAT),  # protocol version 7: the grant's bound
         ],
         tag=21,
         since=9,

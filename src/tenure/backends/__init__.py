@@ -16,7 +16,8 @@ The contract every backend keeps is :mod:`tenure.backends._base` (re-exported he
 :class:`SwapWrite`, :class:`DeleteWrite`), and its optional abilities, each a
 protocol tied to a :class:`Capability` by :data:`ABILITIES` (:class:`AllOrNone`,
 :class:`LeaseRenewal`, :class:`SessionRecovery`, :class:`RateReservations`,
-:class:`Claiming`, :class:`PrefixWatch`, :class:`TaskNumbers`, :class:`Handoffs`;
+:class:`Claiming`, :class:`PrefixWatch`, :class:`TaskNumbers`, :class:`Handoffs`,
+:class:`MaxHolds`;
 :func:`abilities_of`
 a session); the full set :class:`BackendSession`, :class:`SessionListener`,
 :class:`WatchStream`, :class:`PrefixWatchStream` with :class:`PrefixChange` and
@@ -56,6 +57,7 @@ from tenure.backends._base import (
     Handoffs,
     HeldGrant,
     LeaseRenewal,
+    MaxHolds,
     PrefixChange,
     PrefixNews,
     PrefixReset,
@@ -162,6 +164,7 @@ __all__ = [
     "Handoffs",
     "HeldGrant",
     "LeaseRenewal",
+    "MaxHolds",
     "PrefixChange",
     "PrefixNews",
     "PrefixReset",

@@ -6,7 +6,8 @@ must do. What is left out of it is what the code shows can be done without, or b
 over it: an all-or-none set of locks, a lease's own TTL, a session taken back by
 another process, a hold handed to another session, the store's clock for rate
 limiters and claims, a watch of a whole prefix, the asking task's number for
-deadlock detection. Each is an **ability**: a
+deadlock detection, a grant bounded in time on the store's clock. Each is an
+**ability**: a
 small protocol of its own (one or two members, each member's meaning stated there),
 tied to one :class:`~tenure.backends._base.Capability` by :data:`ABILITIES`. A
 backend that declares the capability implements the protocol, and one that
@@ -49,6 +50,7 @@ __all__ = [
     "DeleteWrite",
     "Handoffs",
     "LeaseRenewal",
+    "MaxHolds",
     "PrefixWatch",
     "RateReservations",
     "SemaphoreWrite",
@@ -62,6 +64,7 @@ __all__ = [
     "claims",
     "handoffs",
     "lease_renewal",
+    "max_holds",
     "prefix_watch",
     "rate_reservations",
     "session_recovery",
@@ -251,6 +254,39 @@ class TaskNumbers(Protocol):
         """:meth:`CoreSession.restate`, asked by the task numbered ``task``."""
 
 
+@runtime_checkable
+class MaxHolds(Protocol):
+    """:attr:`Capability.MAX_HOLD`: a grant that ends at a time of the store's clock.
+
+    A session with this ability takes ``max_hold`` in :meth:`acquire`: the grant ends
+    ``max_hold`` seconds after it is made, on the store's clock, whatever its session
+    does (renewals and keep-alives do not extend it); the store ends it as it ends an
+    expired lease (``lease_lost`` to the session's listener, its waiters served). A
+    node's own ``max_hold`` (its default) bounds every grant of the node; an
+    acquire's may only shorten it. An upgrade (:meth:`CoreSession.restate` with more
+    tokens) keeps the end of the hold it replaces. ``task`` is passed only to a
+    session that has :class:`TaskNumbers` too.
+    """
+
+    @property
+    def max_holds(self) -> bool:
+        """True: the marker of the ability (the client passes ``max_hold=`` because of it)."""
+
+    async def acquire(
+        self,
+        name: str,
+        *,
+        count: int,
+        data: bytes,
+        timeout: float | None,
+        ephemeral: bool,
+        task: int = 0,
+        max_hold: float | None = None,
+    ) -> Grant | None:
+        """:meth:`CoreSession.acquire`, its grant ending ``max_hold`` seconds after it
+        is made (None: the node's ``max_hold``, if any)."""
+
+
 #: Each capability that is an ability, and the protocol a session implements for it.
 #: The others (fencing tokens, FIFO, watch, durable, replicated, lock-delay) are
 #: promises about the core's members, with nothing more to implement.
@@ -264,12 +300,14 @@ ABILITIES: Final[Mapping[Capability, type]] = MappingProxyType(
         Capability.CLAIMS: Claiming,
         Capability.PREFIX_WATCH: PrefixWatch,
         Capability.DEADLOCK_DETECTION: TaskNumbers,
+        Capability.MAX_HOLD: MaxHolds,
     }
 )
 
 
 #: The members each ability adds to the core (TaskNumbers' ``acquire`` and ``restate``
-#: are the core's, taking one more argument: its marker is ``task_numbers``). A session
+#: are the core's, taking one more argument: its marker is ``task_numbers``; MaxHolds'
+#: ``acquire`` too, its marker ``max_holds``). A session
 #: that has none of an ability's members does not implement it.
 ABILITY_MEMBERS: Final[Mapping[Capability, tuple[str, ...]]] = MappingProxyType(
     {
@@ -281,6 +319,7 @@ ABILITY_MEMBERS: Final[Mapping[Capability, tuple[str, ...]]] = MappingProxyType(
         Capability.CLAIMS: ("claim",),
         Capability.PREFIX_WATCH: ("watch_prefix",),
         Capability.DEADLOCK_DETECTION: ("task_numbers",),
+        Capability.MAX_HOLD: ("max_holds",),
     }
 )
 
@@ -355,3 +394,8 @@ def task_numbers(session: object) -> TaskNumbers | None:
     """``session``'s :class:`TaskNumbers`, or None: a session without it is sent no
     task (its acquires wait as they always did; nothing is refused)."""
     return cast(TaskNumbers, session) if _has(session, Capability.DEADLOCK_DETECTION) else None
+
+
+def max_holds(session: object) -> MaxHolds:
+    """``session``'s :class:`MaxHolds`, or UnsupportedError naming max_hold."""
+    return cast(MaxHolds, ability(session, Capability.MAX_HOLD))

@@ -68,13 +68,15 @@ class Acquires:
         ephemeral: bool,
         restating: bool,
         task: int,
+        max_hold: float | None = None,
     ) -> Grant | None:
-        """One acquire of hold ``hold``, awaited to its end (granted, busy, or raised)."""
+        """One acquire of hold ``hold``, awaited to its end (granted, busy, or raised);
+        its grant ends ``max_hold`` seconds after it is made (None: no bound of its own)."""
         session, store = self._session, self._acquiring
         ledger = session.ledger
         request_id = store.new_request_id()
         pending = ledger.open(
-            request_id, name, hold, count, data, timeout, ephemeral, restating, task
+            request_id, name, hold, count, data, timeout, ephemeral, restating, task, max_hold
         )
         withdrawing = False
         try:

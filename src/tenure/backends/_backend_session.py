@@ -20,6 +20,7 @@ from tenure.backends._abilities import (
     Claiming,
     Handoffs,
     LeaseRenewal,
+    MaxHolds,
     PrefixWatch,
     RateReservations,
     SessionRecovery,
@@ -31,9 +32,11 @@ from tenure.backends._grants import Grant, HeldGrant, SessionListener
 __all__ = ["BackendSession", "Grant", "HeldGrant", "SessionListener"]
 
 
-# TaskNumbers comes before CoreSession: its acquire and restate (the core's, taking
-# ``task=`` too) are the ones the full set has.
+# MaxHolds and TaskNumbers come before CoreSession: their acquire (the core's, taking
+# ``task=`` and ``max_hold=`` too: MaxHolds') and restate (``task=``: TaskNumbers') are
+# the ones the full set has.
 class BackendSession(
+    MaxHolds,
     TaskNumbers,
     CoreSession,
     AllOrNone,

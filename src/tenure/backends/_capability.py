@@ -77,3 +77,13 @@ class Capability(enum.Enum):
     #: strictly greater fencing token; a hand-off adopts once, and never a hold that
     #: ended (docs/recipes.md, "Handing a lease to another process").
     HANDOFF = "handoff"
+    #: A grant may be bounded: ``acquire(..., max_hold=S)`` (and a node's
+    #: ``max_hold``, its default) ends it S seconds after its grant on the store's
+    #: clock, whatever its session does: renewals and keep-alives do not extend it
+    #: (:class:`~tenure.backends._abilities.MaxHolds`). Its holder sees the usual
+    #: loss (LeaseLostError; work under ``async with`` cancelled), and its waiters
+    #: are served as after any expiry, with greater tokens. Fractions of a second
+    #: are kept. Without it, ``max_hold`` is refused with UnsupportedError, and so
+    #: is a node's ``max_hold`` setting (``etcd://``: a leader change renews etcd's
+    #: leases to their full TTL, so no etcd lease can promise a grant's end).
+    MAX_HOLD = "max_hold"

@@ -160,6 +160,7 @@ class CommandStore(HandoffCommands):
             pending.ephemeral,
             hold=pending.hold,
             task=pending.task,
+            max_hold=pending.max_hold,
         )
         result = await self.channel.call(command)
         if result.status is AcquireStatus.GRANTED:

@@ -55,7 +55,8 @@ class Pending:
 
     ``restating``: it asks again for a hold the session has (a restate, or an
     upgrade that queues). ``task``: the client's number of the task that asks (0:
-    not known), for a store that detects deadlocks. ``state`` is the store's own,
+    not known), for a store that detects deadlocks. ``max_hold``: the grant's bound in
+    seconds (None: none of its own; :attr:`Capability.MAX_HOLD`). ``state`` is the store's own,
     between its enqueue and its wait (:class:`~tenure.backends._store.Store`).
     """
 
@@ -71,6 +72,7 @@ class Pending:
     queued: bool = False
     state: Any = None
     task: int = 0
+    max_hold: float | None = None
 
     @property
     def place(self) -> Place:
@@ -148,6 +150,7 @@ class HoldLedger:
         ephemeral: bool = False,
         restating: bool = False,
         task: int = 0,
+        max_hold: float | None = None,
     ) -> Pending:
         """An acquire of hold ``hold`` starts (its outcome is awaited on the future)."""
         if self._loop is None:
@@ -155,7 +158,17 @@ class HoldLedger:
             self._loop = asyncio.get_running_loop()
         future: asyncio.Future[Grant] = self._loop.create_future()
         pending = self.pending[request_id] = Pending(
-            request_id, name, hold, future, count, data, timeout, ephemeral, restating, task=task
+            request_id,
+            name,
+            hold,
+            future,
+            count,
+            data,
+            timeout,
+            ephemeral,
+            restating,
+            task=task,
+            max_hold=max_hold,
         )
         return pending
 

@@ -54,7 +54,7 @@ R = TypeVar("R")
 log = logging.getLogger("tenure.client")
 
 #: The commands some older protocol version lacks (checked before each is sent).
-#: (CreateNode too: a node's max_claims is version 6's.)
+#: (CreateNode too: a node's max_claims is version 6's, its max_hold version 7's.)
 NEWER: Final = (
     SINCE_VERSION_2
     | SINCE_VERSION_3
@@ -217,6 +217,11 @@ def check_version(endpoint: Door, version: int, command: Command[R]) -> None:
         raise UnsupportedError(
             f"{endpoint} speaks protocol version {version}, which has no node "
             "setting max_claims: upgrade the server, or create the node without it"
+        )
+    elif isinstance(command, CreateNode) and version < 7 and command.config.max_hold is not None:
+        raise UnsupportedError(
+            f"{endpoint} speaks protocol version {version}, which has no node "
+            "setting max_hold: upgrade the server, or create the node without it"
         )
     elif type(command) in SINCE_VERSION_5 and version < 5:
         what = "reserve units of a rate limiter or acquire several semaphores at once"

@@ -75,6 +75,7 @@ from tenure._core.claims import ClaimRecord, check_claim_id, check_claim_times
 from tenure._core.commands import RateReservation
 from tenure._core.rates import check_units
 from tenure._core.values import SemaphoreDescription, check_duration, check_name, check_prefix
+from tenure.backends._abilities import max_holds
 from tenure.backends._acquires import Acquires
 from tenure.backends._base import (
     Grant,
@@ -253,6 +254,9 @@ class StoreSession:
     #: Acquires take the asking task's number (see the contract's ``task_numbers``).
     task_numbers: Final = True
 
+    #: Acquires take a grant's bound (see the contract's ``max_holds``).
+    max_holds: Final = True
+
     def acquire(
         self,
         name: str,
@@ -262,12 +266,19 @@ class StoreSession:
         timeout: float | None,
         ephemeral: bool,
         task: int = 0,
+        max_hold: float | None = None,
     ) -> Coroutine[Any, Any, Grant | None]:
-        """See :meth:`tenure.backends._base.CoreSession.acquire`."""
+        """See :meth:`tenure.backends._base.CoreSession.acquire` (and ``max_hold``,
+        :meth:`tenure.backends._base.MaxHolds.acquire`: refused with UnsupportedError
+        where the backend lacks :attr:`Capability.MAX_HOLD`)."""
         if self.ended is not None:  # (check_alive, inline: on every request)
             raise type(self.ended)(*self.ended.args)
+        if max_hold is not None and not self.max_holds:
+            max_holds(self)  # (UnsupportedError naming the capability)
         hold = self.ledger.free_hold(name)
-        return self._acquires.one(name, hold, count, data, timeout, ephemeral, False, task)
+        return self._acquires.one(
+            name, hold, count, data, timeout, ephemeral, False, task, max_hold
+        )
 
     async def acquire_all(
         self,

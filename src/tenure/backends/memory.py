@@ -84,6 +84,7 @@ CAPABILITIES: Final = frozenset(
         Capability.DEADLOCK_DETECTION,
         Capability.CLAIMS,
         Capability.HANDOFF,
+        Capability.MAX_HOLD,
     }
 )
 

@@ -94,7 +94,7 @@ CAPABILITIES: Final = frozenset(
 SINCE_VERSION: Final = {
     5: frozenset({Capability.ALL_OR_NONE, Capability.RATE_RESERVATION}),
     6: frozenset({Capability.PREFIX_WATCH, Capability.CLAIMS}),
-    7: frozenset({Capability.HANDOFF}),
+    7: frozenset({Capability.HANDOFF, Capability.MAX_HOLD}),
 }
 
 

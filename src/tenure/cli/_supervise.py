@@ -90,6 +90,34 @@ def held_environ(
     )
 
 
+class Bounded:
+    """A stop for a command whose hold ends ``bound`` seconds after its grant (a claim's
+    ``--at-most``, a lock's ``--max-hold``), timed on this machine's monotonic clock:
+    :attr:`stop` ends with ``why`` ``min(grace, bound / 2)`` seconds before ``end``
+    (SIGTERM then), and :attr:`grace` is what is left until ``end`` (SIGKILL then), so
+    that the command is gone by ``end``; with ``lost`` (the hold's own end), it ends
+    with that too, if first. :meth:`cancel` the timer when the command is done."""
+
+    def __init__(
+        self, end: float, bound: float, grace: float, why: LostError, lost: EndSignal | None = None
+    ) -> None:
+        loop = asyncio.get_running_loop()
+        # At most half of the bound: a grace longer than the hold would stop the
+        # command as it starts.
+        term_at = max(loop.time(), end - min(grace, bound / 2))
+        #: What the command is stopped by (pass it to :func:`supervise`).
+        self.stop = EndSignal()
+        #: The seconds between SIGTERM and SIGKILL (pass it to :func:`supervise`).
+        self.grace = end - term_at
+        if lost is not None:
+            lost.add_callback(self.stop.end)
+        self._timer = loop.call_at(term_at, self.stop.end, why)
+
+    def cancel(self) -> None:
+        """Stop the timer (the command has ended)."""
+        self._timer.cancel()
+
+
 def say(message: str) -> None:
     """One line on stderr, prefixed ``tenure:`` (what happened to the lock or the child)."""
     print(f"tenure: {redact(message)}", file=sys.stderr, flush=True)  # (no secret shown)

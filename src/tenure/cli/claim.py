@@ -41,9 +41,9 @@ from tenure.cli._common import (
     url_option,
 )
 from tenure.cli._status import Status
-from tenure.cli._supervise import DEFAULT_GRACE, Signals, say, supervise
+from tenure.cli._supervise import DEFAULT_GRACE, Bounded, Signals, say, supervise
 from tenure.cli.hold import COMMAND_KEY, CommandAfterDash
-from tenure.client import Claim, EndSignal
+from tenure.client import Claim
 from tenure.errors import LeaseLostError
 
 
@@ -182,7 +182,6 @@ async def _run_claimed(
 ) -> int:
     """Run ``command`` under :func:`supervise` for the claim ``got``, stopped before
     ``end`` (its at_most, on this machine's clock: at or before the store's end)."""
-    loop = asyncio.get_running_loop()
     environ = environ_with(
         {
             "TENURE_TOKEN": str(got.token),
@@ -191,25 +190,22 @@ async def _run_claimed(
             "TENURE_NODE": node,
         }
     )
-    # SIGTERM --grace before the end (at most half of at_most: a grace longer than the
-    # slot would stop CMD as it starts), SIGKILL at it.
-    term_at = max(loop.time(), end - min(grace, got.at_most / 2))
-    stop = EndSignal()
+    # SIGTERM --grace before the end (at most half of at_most), SIGKILL at it.
     why = LeaseLostError(f"its at_most ({got.at_most:g} s after the grant) comes")
-    timer = loop.call_at(term_at, stop.end, why)
+    bounded = Bounded(end, got.at_most, grace, why)
     try:
         return await supervise(
             command,
             environ,
-            stop,
+            bounded.stop,
             signals,
             what=f"claim {got.name!r}",
-            grace=end - term_at,
+            grace=bounded.grace,
             lost_status=lost_exit_code,
             lost_words="ends",
         )
     finally:
-        timer.cancel()
+        bounded.cancel()
 
 
 @click.command("release-claim")

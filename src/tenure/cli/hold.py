@@ -8,6 +8,7 @@ from typing import Any
 
 import click
 
+from tenure._core.values import check_max_hold
 from tenure.cli._auth_token import pass_token_option
 from tenure.cli._common import (
     CommandFailedError,
@@ -23,9 +24,9 @@ from tenure.cli._common import (
 )
 from tenure.cli._requeue import REQUEUE_OPTIONS, refuse_given, requeue_options, with_requeue
 from tenure.cli._status import Status
-from tenure.cli._supervise import DEFAULT_GRACE, Signals, held_environ, supervise
+from tenure.cli._supervise import DEFAULT_GRACE, Bounded, Signals, held_environ, supervise
 from tenure.client import Lease, Session
-from tenure.errors import NotFoundError
+from tenure.errors import InvalidArgumentError, LeaseLostError, NotFoundError
 
 #: Where :class:`CommandAfterDash` leaves the command it found after ``--``.
 COMMAND_KEY = "tenure.command"
@@ -149,6 +150,14 @@ def hold_options(function: F) -> F:
     "the write side of one name exclude each other)",
 )
 @click.option("--data", default="", metavar="TEXT", help="owner data shown to others")
+@click.option(
+    "--max-hold",
+    type=float,
+    callback=lambda _ctx, _param, value: _max_hold(value),
+    metavar="SECONDS",
+    help="the lock ends this long after its grant, whatever tenure does (the store ends "
+    "it): CMD is stopped before then (SIGTERM --grace before, at most half of it)",
+)
 @hold_options
 def lock(
     name: str | None,
@@ -157,6 +166,7 @@ def lock(
     limit: int | None,
     mode: str | None,
     data: str,
+    max_hold: float | None,
     **common: Any,
 ) -> int:
     """Run a command while holding the mutex NAME (or tokens of a semaphore).
@@ -177,6 +187,10 @@ def lock(
     SIGINT, SIGTERM and SIGHUP are passed on to CMD's group (a ^C at a terminal
     reaches CMD once, from the terminal). Exit statuses: 1 busy or timed
     out, 2 usage, 3 backend error, 4 lost, 126/127 CMD cannot run / not found.
+
+    With --max-hold S the store ends the lock S seconds after its grant, whatever
+    tenure and its session do: CMD's group gets SIGTERM --grace (at most S/2)
+    before S after the grant reached tenure, SIGKILL at S, and tenure exits 4.
     """
     command: list[str] = click.get_current_context().meta[COMMAND_KEY]
     check_waiting(common)
@@ -193,17 +207,22 @@ def lock(
         what = f"{mode} lock {target!r}"
 
     async def acquire(session: Session, timeout: float | None) -> Lease:
-        if mode == "read":
-            return await session.rwlock(target).read(timeout=timeout, data=data.encode())
-        if mode == "write":
-            return await session.rwlock(target).write(timeout=timeout, data=data.encode())
+        if mode is not None:
+            rwlock = session.rwlock(target, max_hold=max_hold)
+            if mode == "read":
+                return await rwlock.read(timeout=timeout, data=data.encode())
+            return await rwlock.write(timeout=timeout, data=data.encode())
         if semaphore is None:
-            return await session.mutex(target).lock(timeout=timeout, data=data.encode())
+            mutex = session.mutex(target, max_hold=max_hold)
+            return await mutex.lock(timeout=timeout, data=data.encode())
         handle = session.semaphore(target)
         if limit is not None:
             await handle.create(limit, exist_ok=True)
         try:
-            return await handle.acquire(count or 1, data=data.encode(), timeout=timeout)
+            # (session.acquire: the semaphore's acquire, with max_hold.)
+            return await session.acquire(
+                target, count or 1, data=data.encode(), timeout=timeout, max_hold=max_hold
+            )
         except NotFoundError:
             raise CommandFailedError(
                 f"semaphore {target!r} does not exist in node {common['node']!r}: "
@@ -214,7 +233,9 @@ def lock(
     extra = {"TENURE_COUNT": str(count or 1)} if semaphore is not None else {}
     if mode is not None:
         extra["TENURE_MODE"] = mode
-    return run(_hold_and_run("lock", target, what, acquire, command, extra, **common))
+    return run(
+        _hold_and_run("lock", target, what, acquire, command, extra, max_hold=max_hold, **common)
+    )
 
 
 @click.command(cls=CommandAfterDash)
@@ -286,8 +307,10 @@ async def _hold_and_run(
     recovery_window: float | None,
     conflict_exit_code: int,
     lost_exit_code: int,
+    max_hold: float | None = None,
 ) -> int:
-    """Open a session, acquire, run ``command`` under :func:`supervise`, release."""
+    """Open a session, acquire, run ``command`` under :func:`supervise`, release;
+    with ``max_hold``, ``command`` is stopped before the store ends the lease."""
     wait = 0.0 if try_only else timeout
     description = session_description([verb, name, "--", *command])
     with Signals() as signals:
@@ -303,17 +326,20 @@ async def _hold_and_run(
                     except TimeoutError:
                         why = "busy (--try)" if try_only else f"not acquired within {timeout:g}s"
                         raise CommandFailedError(f"{what}: {why}", conflict_exit_code) from None
+                    bounded = _bounded(lease, max_hold, grace)
                     try:
                         return await supervise(
                             command,
                             held_environ(name, node, lease, extra),
-                            lease.lost,
+                            lease.lost if bounded is None else bounded.stop,
                             signals,
                             what=what,
-                            grace=grace,
+                            grace=grace if bounded is None else bounded.grace,
                             lost_status=lost_exit_code,
                         )
                     finally:
+                        if bounded is not None:
+                            bounded.cancel()
                         await lease.release()
                 finally:
                     await session.close()
@@ -322,3 +348,25 @@ async def _hold_and_run(
             if status is None:
                 raise
             return status
+
+
+def _max_hold(value: float | None) -> float | None:
+    """``--max-hold`` checked as the library checks ``max_hold`` (above 0, finite, at
+    most MAX_HOLD_SECONDS): a usage error naming it, before anything is opened."""
+    try:
+        return check_max_hold(value)
+    except InvalidArgumentError as error:
+        raise click.BadParameter(str(error)) from None
+
+
+def _bounded(lease: Lease, max_hold: float | None, grace: float) -> Bounded | None:
+    """The stop of a command run under a lease of ``max_hold`` (None without one): the
+    lease's loss, or ``max_hold`` after the grant reached this process (SIGTERM
+    ``grace`` before, at most half of it). The store's end is ``max_hold`` after its
+    grant, which it made before this process heard of it: it may come a network
+    delay sooner, and its loss then stops the command as any loss does."""
+    if max_hold is None:
+        return None
+    end = asyncio.get_running_loop().time() + max_hold
+    why = LeaseLostError(f"its max_hold ({max_hold:g} s after the grant) comes")
+    return Bounded(end, max_hold, grace, why, lease.lost)

@@ -12,6 +12,7 @@ from collections.abc import Awaitable
 from functools import partial
 from typing import Protocol, TypeVar
 
+from tenure._core.values import check_max_hold
 from tenure.backends._base import CoreSession, Grant, lease_renewal
 from tenure.client import _args
 from tenure.client._args import Data
@@ -90,6 +91,7 @@ class LeaseMaker(Protocol):
         data: bytes,
         timeout: float | None,
         ephemeral: bool,
+        max_hold: float | None = None,
     ) -> L:
         """A new lease of ``kind`` (see :meth:`tenure.Session.acquire`, which checks
         the arguments first; the mutex's hot path calls this with them checked)."""
@@ -104,6 +106,7 @@ def open_lease(
     timeout: float | None,
     ephemeral: bool,
     kind: type[L],
+    max_hold: float | None = None,
 ) -> Opening[L]:
     """A new lease of ``kind`` in ``maker``'s session, its arguments checked now (the
     one acquire :meth:`tenure.Session.acquire` and the recipes make; see it): bad
@@ -115,7 +118,10 @@ def open_lease(
     ephemeral = _args.flag("ephemeral", ephemeral)
     if not (isinstance(kind, type) and issubclass(kind, Lease)):
         raise InvalidArgumentError(f"kind must be a Lease subclass, got {kind!r}")
-    return Opening(partial(maker._acquire, kind, name, count, owner_data, timeout, ephemeral))
+    bound = check_max_hold(max_hold)
+    return Opening(
+        partial(maker._acquire, kind, name, count, owner_data, timeout, ephemeral, bound)
+    )
 
 
 def start_release(lease: Lease) -> asyncio.Future[bool] | None:

@@ -10,7 +10,7 @@ from types import TracebackType
 from typing import Any
 
 from tenure import lowlevel
-from tenure._core.values import MAX_COUNT, MutexDescription, check_name
+from tenure._core.values import MAX_COUNT, MutexDescription, check_max_hold, check_name
 from tenure.client import _args
 from tenure.client._args import Data
 from tenure.client._lease import Lock
@@ -50,6 +50,10 @@ class Mutex:
     object (``session.mutex(name, reentrant=True)`` per block) or its own lock
     (``async with mutex.lock() as lock``): every exit but a block's first then does
     nothing, as releasing again does.
+
+    ``max_hold`` (seconds): each lock ends that long after its grant, on the store's
+    clock, whatever the session does; its holder sees it lost (the block cancelled
+    with LeaseLostError). See :meth:`tenure.Session.acquire`.
     """
 
     def __init__(
@@ -59,9 +63,12 @@ class Mutex:
         reentrant: bool = False,
         *,
         max_depth: int | None = None,
+        max_hold: float | None = None,
     ) -> None:
         self.session = session
         self.name = check_name("semaphore", name)  # (_args.semaphore_name, one call less)
+        #: Seconds each lock lasts at most after its grant (None: the node's, if any).
+        self.max_hold = None if max_hold is None else check_max_hold(max_hold)
         if reentrant is False and max_depth is None:  # the common case, nothing to check
             #: Whether its holder may acquire it again, nested (see the class docstring).
             self.reentrant = False
@@ -93,8 +100,15 @@ class Mutex:
     def _acquiring(self, data: bytes, timeout: float | None) -> Coroutine[Any, Any, Lock]:
         """The acquire of :meth:`lock`, its arguments checked: what ``async with``
         awaits at once (no :class:`Opening` to make: two calls less a block)."""
+        bound = self.max_hold
         if self.max_depth is not None:  # reentrant
-            return lowlevel.lock_reentrant(self.session, self.name, data, timeout, self.max_depth)
+            return lowlevel.lock_reentrant(
+                self.session, self.name, data, timeout, self.max_depth, bound
+            )
+        if bound is not None:
+            return lowlevel.acquire(
+                self.session, Lock, self.name, MAX_COUNT, data, timeout, True, bound
+            )
         return lowlevel.acquire(self.session, Lock, self.name, MAX_COUNT, data, timeout, True)
 
     async def try_lock(self, *, data: Data = b"") -> Lock | None:

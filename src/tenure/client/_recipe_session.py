@@ -37,7 +37,12 @@ class RecipeSession(LeaseMaker, Protocol):
         ...
 
     async def _lock_reentrant(
-        self, name: str, data: bytes, timeout: float | None, max_depth: int
+        self,
+        name: str,
+        data: bytes,
+        timeout: float | None,
+        max_depth: int,
+        max_hold: float | None = None,
     ) -> Lock:
         """A reentrant acquisition of the mutex ``name`` (see :class:`~tenure.Mutex`)."""
         ...

@@ -201,9 +201,17 @@ class ReentrantHolds:
                 "reentrant would wait behind its own hold"
             )
 
-    async def lock(self, name: str, data: bytes, timeout: float | None, depth_limit: int) -> Lock:
+    async def lock(
+        self,
+        name: str,
+        data: bytes,
+        timeout: float | None,
+        depth_limit: int,
+        max_hold: float | None = None,
+    ) -> Lock:
         """A reentrant acquisition of the mutex ``name``: at once if the caller holds it
-        reentrantly already, else through a new hold (waiting ``timeout``)."""
+        reentrantly already, else through a new hold (waiting ``timeout``; ending
+        ``max_hold`` seconds after its grant, if given)."""
         caller = current_caller(asyncio.current_task())
         hold = self._holds.get((name, caller))
         if hold is not None:
@@ -214,7 +222,7 @@ class ReentrantHolds:
                 "an acquire that is not reentrant: a reentrant one cannot nest in it (it "
                 f"would wait behind it); take both with mutex({name!r}, reentrant=True)"
             )
-        lock = await self._session._acquire(Lock, name, MAX_COUNT, data, timeout, True)
+        lock = await self._session._acquire(Lock, name, MAX_COUNT, data, timeout, True, max_hold)
         hold = self._holds[name, caller] = SharedHold(self, (name, caller), lock)
         self.any = True
         lock.lost.add_callback(hold.ended)

@@ -14,12 +14,12 @@ from __future__ import annotations
 from functools import partial
 
 from tenure import lowlevel
-from tenure._core.values import MAX_COUNT, RWLockDescription
+from tenure._core.values import MAX_COUNT, RWLockDescription, check_max_hold
 from tenure.client import _args
 from tenure.client._args import Data
 from tenure.client._lease import ReadLock, WriteLock
 from tenure.client._opening import Opening
-from tenure.client._recipe_session import NamedRecipe
+from tenure.client._recipe_session import NamedRecipe, RecipeSession
 from tenure.errors import NotFoundError
 
 
@@ -32,7 +32,15 @@ class RWLock(NamedRecipe):
     block as a mutex's does. A writer may downgrade to a reader with
     ``await w.restate(1)``, keeping its token and letting the readers queued behind
     it in at once.
+
+    ``max_hold`` (seconds): each hold, read or write, ends that long after its grant,
+    on the store's clock, whatever the session does (see :meth:`tenure.Session.acquire`).
     """
+
+    def __init__(self, session: RecipeSession, name: str, *, max_hold: float | None = None) -> None:
+        super().__init__(session, name)
+        #: Seconds each hold lasts at most after its grant (None: the node's, if any).
+        self.max_hold = check_max_hold(max_hold)
 
     def read(self, *, timeout: float | None = None, data: Data = b"") -> Opening[ReadLock]:
         """Wait for a reader's share (``timeout`` seconds at most); ``await`` it or use
@@ -45,7 +53,9 @@ class RWLock(NamedRecipe):
         owner_data, wait = _args.as_data(data), _args.timeout(timeout)
         acquire = lowlevel.acquire
         return Opening(
-            partial(acquire, self.session, ReadLock, self.name, 1, owner_data, wait, True)
+            partial(
+                acquire, self.session, ReadLock, self.name, 1, owner_data, wait, True, self.max_hold
+            )
         )
 
     def write(self, *, timeout: float | None = None, data: Data = b"") -> Opening[WriteLock]:
@@ -59,7 +69,17 @@ class RWLock(NamedRecipe):
         owner_data, wait = _args.as_data(data), _args.timeout(timeout)
         acquire = lowlevel.acquire
         return Opening(
-            partial(acquire, self.session, WriteLock, self.name, MAX_COUNT, owner_data, wait, True)
+            partial(
+                acquire,
+                self.session,
+                WriteLock,
+                self.name,
+                MAX_COUNT,
+                owner_data,
+                wait,
+                True,
+                self.max_hold,
+            )
         )
 
     async def try_read(self, *, data: Data = b"") -> ReadLock | None:

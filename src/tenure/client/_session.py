@@ -209,25 +209,36 @@ class Session(SessionHolds, Guarded):
         owner_data, wait = _args.as_data(data), _args.timeout(timeout)
         return Opening(partial(self._lock_all, wanted, owner_data, wait))
 
-    def mutex(self, name: str, reentrant: bool = False, *, max_depth: int | None = None) -> Mutex:
+    def mutex(
+        self,
+        name: str,
+        reentrant: bool = False,
+        *,
+        max_depth: int | None = None,
+        max_hold: float | None = None,
+    ) -> Mutex:
         """The mutex ``name`` (an ephemeral semaphore taken exclusively).
 
         With ``reentrant=True`` the task (sync face: the thread) that holds it so may
         acquire it again, nested, at once: one hold, one token, released when the last
         acquisition is (see :class:`Mutex`); at most ``max_depth`` deep
-        (MAX_REENTRANT_DEPTH by default).
+        (MAX_REENTRANT_DEPTH by default). With ``max_hold`` each of its locks ends
+        that many seconds after its grant, whatever the session does (see
+        :meth:`acquire`).
         """
-        return Mutex(self, name, reentrant, max_depth=max_depth)
+        return Mutex(self, name, reentrant, max_depth=max_depth, max_hold=max_hold)
 
     def rate_limiter(self, name: str, rate: float, burst: float) -> RateLimiter:
         """The rate limiter ``name``: ``rate`` units per second, at most ``burst`` at once,
         shared by every process, on the store's clock (``acquire``, ``try_acquire``)."""
         return RateLimiter(self, name, rate, burst)
 
-    def rwlock(self, name: str) -> RWLock:
+    def rwlock(self, name: str, *, max_hold: float | None = None) -> RWLock:
         """The readers-writer lock ``name`` (an ephemeral semaphore: readers take one
-        token, a writer all of them, in one FIFO queue)."""
-        return RWLock(self, name)
+        token, a writer all of them, in one FIFO queue); with ``max_hold`` each of its
+        holds, read or write, ends that many seconds after its grant (see
+        :meth:`acquire`)."""
+        return RWLock(self, name, max_hold=max_hold)
 
     def semaphore(self, name: str) -> Semaphore:
         """The counting semaphore ``name``."""
@@ -304,6 +315,7 @@ class Session(SessionHolds, Guarded):
         data: Data = b"",
         timeout: float | None = None,
         ephemeral: bool = False,
+        max_hold: float | None = None,
     ) -> Opening[Lease]: ...
 
     @overload
@@ -316,6 +328,7 @@ class Session(SessionHolds, Guarded):
         timeout: float | None = None,
         ephemeral: bool = False,
         kind: type[L],
+        max_hold: float | None = None,
     ) -> Opening[L]: ...
 
     def acquire(
@@ -327,6 +340,7 @@ class Session(SessionHolds, Guarded):
         timeout: float | None = None,
         ephemeral: bool = False,
         kind: type[Lease] = Lease,
+        max_hold: float | None = None,
     ) -> Opening[Any]:
         """Hold ``count`` tokens of semaphore ``name``; ``await`` it or use ``async with``.
 
@@ -344,6 +358,12 @@ class Session(SessionHolds, Guarded):
                 vanishes with its last owner and waiter.
             kind: the :class:`Lease` subclass to return (:class:`Lock`, :class:`Leadership`,
                 or a recipe's own).
+            max_hold: seconds; the lease ends this long after its grant, on the
+                store's clock, whatever the session does (renewals and keep-alives
+                do not extend it): its holder sees it lost (LeaseLostError, the block
+                cancelled) and its waiters are served. ``None``: the node's
+                ``max_hold``, if any (an acquire's own may only shorten it). Needs
+                ``Capability.MAX_HOLD`` (else UnsupportedError).
 
         Every acquire is a lease of its own, even in one session: a second task of
         this session asking for a semaphore queues behind the first, in the
@@ -363,8 +383,11 @@ class Session(SessionHolds, Guarded):
             NotFoundError: the semaphore does not exist and ``ephemeral`` is false.
             LimitExceededError: ``count`` exceeds the limit, or the queue is full.
             DeadlockError: waiting would close a deadlock (nothing is held or queued).
+            UnsupportedError: ``max_hold`` on a backend without Capability.MAX_HOLD.
+            InvalidArgumentError: at once, naming a bad argument (``max_hold`` above 0,
+                finite, at most MAX_HOLD_SECONDS).
         """
-        return open_lease(self, name, count, data, timeout, ephemeral, kind)
+        return open_lease(self, name, count, data, timeout, ephemeral, kind, max_hold)
 
 
 @final

@@ -40,6 +40,7 @@ from tenure.backends._base import (
     TaskNumbers,
     all_or_none,
     handoffs,
+    max_holds,
     task_numbers,
 )
 from tenure.client import _forks
@@ -133,10 +134,13 @@ class SessionHolds:
         data: bytes,
         timeout: float | None,
         ephemeral: bool,
+        max_hold: float | None = None,
     ) -> L:
         """A new lease of ``kind`` holding ``count`` tokens of semaphore ``name``, with
         ``data`` as its owner data (public as :func:`tenure.lowlevel.acquire`, called
-        with the session first).
+        with the session first). With ``max_hold`` (seconds), the lease ends that long
+        after its grant on the store's clock whatever the session does (a backend
+        without ``Capability.MAX_HOLD`` refuses it with UnsupportedError).
 
         ``kind`` is :class:`~tenure.Lease` or a subclass (:class:`~tenure.Lock`,
         :class:`~tenure.Leadership`, a recipe's own), made as ``kind(session, name,
@@ -168,7 +172,18 @@ class SessionHolds:
         try:
             if self._observers or PROCESS.observers:
                 watching, data = self._observe(kind, (name,), count, data, timeout)
-            if self._numbered is not None:  # (_asked_by, inline: no dict to build)
+            if max_hold is not None:
+                # (UnsupportedError naming max_hold where the backend lacks it.)
+                acquiring = max_holds(backend).acquire(
+                    name,
+                    count=count,
+                    data=data,
+                    timeout=timeout,
+                    ephemeral=ephemeral,
+                    max_hold=max_hold,
+                    **self._asked_by(caller),
+                )
+            elif self._numbered is not None:  # (_asked_by, inline: no dict to build)
                 acquiring = self._numbered.acquire(
                     name,
                     count=count,
@@ -262,14 +277,20 @@ class SessionHolds:
         return tell_started(self._observers, attempt), attempt.data
 
     async def _lock_reentrant(
-        self, name: str, data: bytes, timeout: float | None, max_depth: int
+        self,
+        name: str,
+        data: bytes,
+        timeout: float | None,
+        max_depth: int,
+        max_hold: float | None = None,
     ) -> Lock:
         """A reentrant acquisition of the mutex ``name`` (public as
         :func:`tenure.lowlevel.lock_reentrant`, called with the session first): at once
         if the caller holds it reentrantly already (``max_depth`` acquisitions at
         most: LimitExceededError past it), else through a new hold with ``data``,
-        waiting ``timeout`` seconds (see :class:`~tenure.Mutex`, ``reentrant=True``)."""
-        return await self._reentrant.lock(name, data, timeout, max_depth)
+        waiting ``timeout`` seconds, ending ``max_hold`` seconds after its grant if
+        given (see :class:`~tenure.Mutex`, ``reentrant=True``)."""
+        return await self._reentrant.lock(name, data, timeout, max_depth, max_hold)
 
     def _holds_plainly(self, name: str, caller: Caller) -> bool:
         """Whether ``caller`` holds or is acquiring ``name`` through an acquire that is

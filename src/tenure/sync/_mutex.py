@@ -29,6 +29,8 @@ class Mutex(SyncRecipe[RecipeSession, aio.Mutex]):
         self.reentrant = mutex.reentrant
         #: The most acquisitions one thread may nest (None: not reentrant).
         self.max_depth = mutex.max_depth
+        #: Seconds each lock lasts at most after its grant (None: the node's, if any).
+        self.max_hold = mutex.max_hold
         self._guard = threading.Lock()
         # Each thread's open blocks, innermost last (by thread object: a new thread may
         # reuse an ended one's ident, and must not exit the blocks it left open).

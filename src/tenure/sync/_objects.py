@@ -170,14 +170,25 @@ class Session(Held):
         """The rate limiter ``name``: ``rate`` units per second, ``burst`` at most at once."""
         return RateLimiter(self, self._session.rate_limiter(name, rate, burst))
 
-    def mutex(self, name: str, reentrant: bool = False, *, max_depth: int | None = None) -> Mutex:
+    def mutex(
+        self,
+        name: str,
+        reentrant: bool = False,
+        *,
+        max_depth: int | None = None,
+        max_hold: float | None = None,
+    ) -> Mutex:
         """The mutex ``name``; ``reentrant=True``: the thread that holds it may nest it
-        (see :meth:`tenure.Session.mutex`), at most ``max_depth`` deep."""
-        return Mutex(self, self._session.mutex(name, reentrant, max_depth=max_depth))
+        (see :meth:`tenure.Session.mutex`), at most ``max_depth`` deep; ``max_hold``:
+        each lock ends that many seconds after its grant, whatever the session does."""
+        return Mutex(
+            self, self._session.mutex(name, reentrant, max_depth=max_depth, max_hold=max_hold)
+        )
 
-    def rwlock(self, name: str) -> RWLock:
-        """The readers-writer lock ``name``."""
-        return RWLock(self, self._session.rwlock(name))
+    def rwlock(self, name: str, *, max_hold: float | None = None) -> RWLock:
+        """The readers-writer lock ``name``; ``max_hold``: each hold, read or write,
+        ends that many seconds after its grant, whatever the session does."""
+        return RWLock(self, self._session.rwlock(name, max_hold=max_hold))
 
     def semaphore(self, name: str) -> Semaphore:
         """The counting semaphore ``name``."""
@@ -196,6 +207,7 @@ class Session(Held):
         data: Data = b"",
         timeout: float | None = None,
         ephemeral: bool = False,
+        max_hold: float | None = None,
     ) -> Lease: ...
 
     @overload
@@ -208,6 +220,7 @@ class Session(Held):
         timeout: float | None = None,
         ephemeral: bool = False,
         kind: type[L],
+        max_hold: float | None = None,
     ) -> L: ...
 
     def acquire(
@@ -219,11 +232,15 @@ class Session(Held):
         timeout: float | None = None,
         ephemeral: bool = False,
         kind: type[Lease] = Lease,
+        max_hold: float | None = None,
     ) -> Any:
         """Hold ``count`` tokens of semaphore ``name`` (see :meth:`tenure.Session.acquire`).
 
         ``kind`` is the sync :class:`Lease` subclass to return (:class:`Lock`,
-        :class:`Leadership`, or a recipe's own); plain or ``with``.
+        :class:`Leadership`, or a recipe's own); plain or ``with``. ``max_hold``: the
+        lease ends that many seconds after its grant, on the store's clock, whatever
+        the session does (Capability.MAX_HOLD; a ``with`` block's thread is told of
+        the loss as for any lost lease).
 
         Raises:
             TimeoutError: not granted within ``timeout`` (with ``timeout=0``: busy).
@@ -244,7 +261,13 @@ class Session(Held):
         return self._portal.call(
             opened,
             lambda: self._session.acquire(
-                name, count, data=data, timeout=timeout, ephemeral=ephemeral, kind=inner
+                name,
+                count,
+                data=data,
+                timeout=timeout,
+                ephemeral=ephemeral,
+                kind=inner,
+                max_hold=max_hold,
             ),
             lambda lease: self.keep_lease(kind(self, lease)),
         )

@@ -17,6 +17,11 @@ class RWLock(SyncRecipe[RecipeSession, aio.RWLock]):
     order, across threads, sessions and processes.
     """
 
+    @property
+    def max_hold(self) -> float | None:
+        """Seconds each hold lasts at most after its grant (None: the node's, if any)."""
+        return self._recipe.max_hold
+
     def read(self, *, timeout: float | None = None, data: Data = b"") -> ReadLock:
         """Wait for a reader's share (``timeout`` seconds at most); plain or in ``with``.
 

@@ -90,6 +90,7 @@ async def test_capabilities_follow_the_servers_settings(pg_url: str) -> None:
             Capability.PREFIX_WATCH,
             Capability.CLAIMS,
             Capability.HANDOFF,
+            Capability.MAX_HOLD,
         }
     with pytest.raises(UnsupportedError, match="replicated"):
         await tenure.connect(pg_url, require={Capability.REPLICATED})

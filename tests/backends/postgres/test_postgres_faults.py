@@ -139,14 +139,16 @@ async def test_a_timeout_read_again_after_its_answer_was_lost_is_still_a_timeout
         backend = client.backend
         assert isinstance(backend, PgBackend)
         store = backend.sessions[two.id]
-        queued = await store.call("acquire", "m", 7, MAX_COUNT, b"", 0.2, True, 77)
+        queued = await store.call("acquire", "m", 7, MAX_COUNT, b"", 0.2, True, 77, None)
         assert queued == {"queued": 0.2}
         await asyncio.sleep(0.3)
         first = await store.call("check_request", "m", 7, 77)
         again = await store.call("check_request", "m", 7, 77)  # its answer was lost
         assert (first["ended"], again["ended"]) == ("timeout", "timeout")
         # Timed out by a reap (any client's) instead: read twice, the same.
-        assert await store.call("acquire", "m", 8, MAX_COUNT, b"", 0.2, True, 88) == {"queued": 0.2}
+        assert await store.call("acquire", "m", 8, MAX_COUNT, b"", 0.2, True, 88, None) == {
+            "queued": 0.2
+        }
         await asyncio.sleep(0.3)
         await fetch(postgres_server.dsn, f"SELECT {schema_of(pg_url)}.reap('n')")
         first = await store.call("check_request", "m", 8, 88)

@@ -237,6 +237,51 @@ def test_claims_replay_at_the_times_their_host_gave_them(tmp_path: Path) -> None
     assert node.claims["b"].ends_at == 9007.0
 
 
+def test_max_holds_replay_and_survive_a_snapshot_with_the_time_they_had_left(
+    tmp_path: Path,
+) -> None:
+    """An Acquire's max_hold and a node's are logged in their wire layout (protocol
+    version 7's trailing fields): a replay, and a snapshot, end the same grants at the
+    same engine times (the downtime left out, as the restart's resume does)."""
+    journal = Journal(DataDir(tmp_path))
+    engine = journal.open(0.0)
+    step(engine, journal, CreateNode("n", NodeConfig(max_hold=50.0)), 0.0)
+    step(engine, journal, CreateSession("n", KEY), 0.0)
+    step(engine, journal, CreateSession("n", KEY), 0.0)
+    step(engine, journal, Acquire(1, "a", MAX_COUNT, 1, ephemeral=True, max_hold=10.0), 1.0)
+    step(engine, journal, Acquire(1, "b", MAX_COUNT, 2, ephemeral=True), 2.0)  # the node's
+    step(engine, journal, Acquire(2, "a", MAX_COUNT, 3, ephemeral=True, max_hold=5.0), 3.0)
+    journal.abort()
+    [wal] = tmp_path.glob("wal-*.log")
+    logged = [msgpack.unpackb(r) for r in _read_records(wal, RECORD_LIMIT)[0]]
+    assert [1, 1.0, [21, 1, "a", MAX_COUNT, 1, b"", None, True, None, 0, False, 0, 10.0]] in (
+        logged
+    )
+    restarted = reopen(tmp_path, 1_000.0)  # resumed 997 s later on another clock
+    assert ends_of(restarted, 1) == {
+        "a": 1_008.0,
+        "b": 1_049.0,
+    }  # 11 - 3 and 52 - 3 after the restart
+    assert restarted.nodes["n"].config.max_hold == 50.0
+    journal = Journal(DataDir(tmp_path))  # and from a snapshot
+    engine = journal.open(2_000.0)
+    journal.snapshot(engine)
+    journal.abort()
+    again = reopen(tmp_path, 3_000.0)
+    node = again.nodes["n"]
+    assert ends_of(again, 1) == {"a": 3_008.0, "b": 3_049.0}
+    assert [w.max_hold for w in node.semaphores["a"].waiters.values()] == [5.0]
+    again.tick(3_008.0)
+    assert [w.session_id for w in node.semaphores["a"].waiters.values()] == []  # granted
+    assert ends_of(again, 2) == {"a": 3_013.0}  # its own 5 s from its grant
+
+
+def ends_of(engine: Engine, session_id: int) -> dict[str, float | None]:
+    """When each hold of ``session_id`` in node ``n`` ends (its max_hold; engine time)."""
+    held = {name: sem.owner(session_id) for name, sem in engine.nodes["n"].semaphores.items()}
+    return {name: owner.ends for name, owner in held.items() if owner is not None}
+
+
 def test_the_recovery_window_is_logged_under_its_old_name(tmp_path: Path) -> None:
     """The journal's format did not change with the rename: AlterNode's key stays
     ``session_timeout`` (an older server can replay it), and such a record, written

@@ -65,6 +65,10 @@ class Acquire(Command[AcquireResult]):
     waiter and on the hold it becomes. A request that must wait (``timeout`` not 0)
     and would close a cycle of tasks waiting on each other fails at once with
     DeadlockError (:mod:`tenure._core.deadlocks`); one of task 0 is never checked.
+    ``max_hold``: the grant ends this many seconds after it is made, whatever its
+    session does (renewals do not extend it; ``None``: the node's ``max_hold``, and
+    one asked here may only shorten the node's). An upgrade granted later keeps the
+    end of the hold it replaces (it never extends it).
     """
 
     session_id: int
@@ -78,6 +82,7 @@ class Acquire(Command[AcquireResult]):
     hold: int = 0
     keep_place: bool = False
     task: int = 0
+    max_hold: float | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -24,6 +24,7 @@ from tenure._core.state import EngineState
 from tenure._core.values import (
     MAX_COUNT,
     check_duration,
+    check_max_hold,
 )
 from tenure._core.watches import EXISTENCE, NOTHING, OWNERS, WAITERS
 from tenure.errors import ErrorCode, LimitExceededError, NotFoundError
@@ -37,6 +38,8 @@ def acquire(state: EngineState, cmd: c.Acquire, now: float) -> c.AcquireResult:
     )
     if cmd.lease_ttl is not None:
         check_duration("lease_ttl", cmd.lease_ttl)
+    # (Inline for the usual None: no call more on the mutex's hot path.)
+    max_hold = None if cmd.max_hold is None else check_max_hold(cmd.max_hold)
     sid = session.session_id
     key = holder_key(sid, hold)
     sem = node.semaphores.get(name)
@@ -88,7 +91,9 @@ def acquire(state: EngineState, cmd: c.Acquire, now: float) -> c.AcquireResult:
             and (timeout != 0 or (sem.is_head(key) and sem.fits(key, count, now)))
             and not (node.sets and waiting.order in node.sets)  # (a set's: superseded)
         ):
-            return _restate_waiter(state, node, sem, waiting, cmd, count, data, timeout, now)
+            return _restate_waiter(
+                state, node, sem, waiting, cmd, count, data, timeout, max_hold, now
+            )
     change = NOTHING
     if sem is None:
         sem = node.add_semaphore(
@@ -127,13 +132,28 @@ def acquire(state: EngineState, cmd: c.Acquire, now: float) -> c.AcquireResult:
                 owner.since,
                 owner.task,  # (the same grant: asked for by the task that asked then)
                 usage=session.usage,
+                ends=owner.ends,  # (the same grant: its max_hold's end stays)
             )
             updated.offer = owner.offer  # (a hand-off names the hold by its token: kept)
             sem.set_owner(updated)
             result = c.AcquireResult(c.AcquireStatus.GRANTED, owner.token, count, owner.lease_ttl)
             moved = (owner.count, owner.data) != (count, data)
         else:
-            granted = grant(state, node, sem, sid, count, data, cmd.lease_ttl, now, hold, task)
+            granted = grant(
+                state,
+                node,
+                sem,
+                sid,
+                count,
+                data,
+                cmd.lease_ttl,
+                now,
+                hold,
+                task,
+                max_hold,
+                owner,  # (the hold it replaces, looked up already)
+                True,
+            )
             result = c.AcquireResult(
                 c.AcquireStatus.GRANTED, granted.token, count, granted.lease_ttl
             )
@@ -158,6 +178,7 @@ def acquire(state: EngineState, cmd: c.Acquire, now: float) -> c.AcquireResult:
                 state.last_order,
                 timeout,
                 task,
+                max_hold,
                 usage=session.usage,
             )
         )
@@ -220,12 +241,13 @@ def _restate_waiter(
     count: int,
     data: bytes,
     timeout: float | None,
+    max_hold: float | None,
     now: float,
 ) -> c.AcquireResult:
     """``cmd`` restates the queued request ``waiting`` in place (``keep_place``).
 
     It keeps its place and its arrival (``since``, ``order``); it takes the new
-    count, data, timeout, lease TTL and request id. The request it replaces ends
+    count, data, timeout, lease TTL, max_hold and request id. The request it replaces ends
     superseded; at the head, it is granted at once if it now fits (nothing behind it
     is passed: the queue stays first in, first out).
     """
@@ -254,6 +276,7 @@ def _restate_waiter(
         waiting.order,
         timeout,
         cmd.task,
+        max_hold,
         usage=waiting.usage,
     )
     sem.restate_waiter(restated)
@@ -264,7 +287,9 @@ def _restate_waiter(
     if sem.is_head(waiting.key) and sem.fits(waiting.key, count, now):
         sem.remove_waiter(waiting.key)
         state.sessions[sid].discard_wait(sem.name, hold, restated.task)
-        granted = grant(state, node, sem, sid, count, data, cmd.lease_ttl, now, hold, restated.task)
+        granted = grant(
+            state, node, sem, sid, count, data, cmd.lease_ttl, now, hold, restated.task, max_hold
+        )
         settle(state, node, sem, now, OWNERS | WAITERS)
         return c.AcquireResult(c.AcquireStatus.GRANTED, granted.token, count, granted.lease_ttl)
     if deadline is not None:

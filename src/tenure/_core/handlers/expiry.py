@@ -138,7 +138,11 @@ def _expire_lease(state: EngineState, key: LeaseDeadline, now: float) -> None:
             sem.name,
             owner.token,
             ErrorCode.LEASE_LOST,
-            f"lease on {sem.name!r} expired without renewal",
+            (
+                f"lease on {sem.name!r} ended: held for its max_hold"
+                if owner.ends is not None and now >= owner.ends
+                else f"lease on {sem.name!r} expired without renewal"
+            ),
             owner.hold,
         ),
     )

@@ -95,7 +95,10 @@ def cancel_acquire(state: EngineState, cmd: c.CancelAcquire, now: float) -> bool
 
 
 def renew(state: EngineState, cmd: c.Renew, now: float) -> float:
-    """Restart the lease of the hold's grant (optionally with a new TTL); reply the TTL."""
+    """Restart the lease of the hold's grant (optionally with a new TTL); reply the TTL.
+
+    A grant with a max_hold is renewed up to its end, never past it
+    (:attr:`tenure._core.holders.Owner.ends`)."""
     session, node = state.lookup_session_node(cmd.session_id)
     sem = node.semaphores.get(check_name("semaphore", cmd.name))
     key = holder_key(session.session_id, check_hold(cmd.hold))
@@ -109,7 +112,11 @@ def renew(state: EngineState, cmd: c.Renew, now: float) -> float:
     ttl = owner.lease_ttl
     if cmd.lease_ttl is not None:
         ttl = check_duration("lease_ttl", cmd.lease_ttl)
-    owner.lease_ttl, owner.lease_deadline = ttl, now + ttl
+    deadline = now + ttl
+    ends = owner.ends
+    if ends is not None and ends < deadline:
+        deadline = ends  # a max_hold: no renewal takes the lease past its end
+    owner.lease_ttl, owner.lease_deadline = ttl, deadline
     state.deadlines.schedule(
         owner.lease_deadline, LeaseDeadline(node.name, cmd.name, key, owner.token)
     )

@@ -26,6 +26,11 @@ What etcd cannot do exactly, said rather than weakened:
 * **No lock-delay and no per-grant TTL**: a node with ``lock_delay`` > 0 or a
   ``default_lease`` is refused with UnsupportedError (etcd would delete the keys
   of a failed holder at once; nobody is there to hold them back).
+* **No max_hold** (Capability.MAX_HOLD): an acquire's ``max_hold`` and a node's are
+  refused with UnsupportedError. A grant's end on etcd's clock would be an etcd lease
+  of its own, and a leader change (or a restart of the cluster) renews every lease
+  to its full TTL: a grant could outlive its bound by up to a whole ``max_hold``,
+  which the capability promises never happens.
 * **Limits** (``max_sessions``, ``max_semaphores``, ``max_waiters``) are checked
   on what the change's own Txn reads (or a count right after it), and a change
   that went past one is undone and refused: two clients racing for the last place
@@ -122,10 +127,12 @@ def _refuse_unsupported(config: NodeConfig) -> None:
         unsupported.append(f"lock_delay={config.lock_delay:g}")
     if config.default_lease is not None:
         unsupported.append(f"default_lease={config.default_lease:g}")
+    if config.max_hold is not None:
+        unsupported.append(f"max_hold={config.max_hold:g}")
     if unsupported:
         raise UnsupportedError(
             f"etcd:// cannot honour {', '.join(unsupported)} (it lacks the capabilities "
-            "lock_delay and lease_ttl)"
+            "lock_delay, lease_ttl and max_hold)"
         )
 
 

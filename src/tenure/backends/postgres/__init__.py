@@ -97,6 +97,7 @@ ALWAYS: Final = frozenset(
         Capability.ALL_OR_NONE,
         Capability.CLAIMS,
         Capability.HANDOFF,
+        Capability.MAX_HOLD,
     }
 )
 
@@ -118,8 +119,9 @@ def config_of(value: Mapping[str, Any]) -> NodeConfig:
     fields: dict[str, Any] = current_names(value)
     for name in ("recovery_window", "lock_delay"):
         fields[name] = float(fields[name])
-    if fields.get("default_lease") is not None:
-        fields["default_lease"] = float(fields["default_lease"])
+    for name in ("default_lease", "max_hold"):
+        if fields.get(name) is not None:
+            fields[name] = float(fields[name])
     return NodeConfig(**fields)
 
 

@@ -159,6 +159,7 @@ class PgAcquirer:
                     pending.timeout,
                     pending.ephemeral,
                     pending.request_id,
+                    pending.max_hold,
                 )
             if "token" in answer:
                 return self._granted(pending, answer, waiting)

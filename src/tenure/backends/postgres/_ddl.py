@@ -78,9 +78,13 @@ __all__ = ["HELPERS", "SCHEMA_VERSION", "TABLES"]
 #: a version-4 schema is upgraded in place by adding the tables, and a client of
 #: version 4 (whose functions notify no prefix watch, and whose delete, reap and
 #: next_due know no claims) refuses a version-5 schema. Version 6 (issue 50) adds
-#: hand-offs (``owners.offer``: :mod:`._sql_handoffs`); a version-5 schema is upgraded
-#: in place by adding the column (NULL: not offered), and a client of version 5 refuses
-#: a version-6 schema (it would put back functions without ``adopt_hold``).
+#: hand-offs (``owners.offer``: :mod:`._sql_handoffs`) and max_hold: each grant's end
+#: whatever its session does (``owners.ends_at``, database time; its
+#: ``lease_deadline`` never after it) and each waiter's own bound
+#: (``waiters.max_hold``); a version-5 schema is upgraded in place by adding the
+#: columns (NULL: not offered, no bound), and a client of version 5 refuses a
+#: version-6 schema (its functions would renew a lease past its end, and put back
+#: functions without ``adopt_hold``).
 SCHEMA_VERSION: Final = 6
 
 TABLES: Final = r"""
@@ -225,6 +229,10 @@ CREATE TABLE IF NOT EXISTS @S.outcomes (
     message text NOT NULL,
     PRIMARY KEY (sid, node, name, hold)
 );
+-- Version 6: max_hold. A grant's end (database time; NULL: none), after every other
+-- column of owners (the grants' INSERTs list them in order), and a waiter's own bound.
+ALTER TABLE @S.owners ADD COLUMN IF NOT EXISTS ends_at timestamptz;
+ALTER TABLE @S.waiters ADD COLUMN IF NOT EXISTS max_hold float8;
 """
 
 #: Shared helpers. Errors are raised with SQLSTATEs of class ``TN`` that the
@@ -300,13 +308,27 @@ BEGIN
     END IF;
 END $$;
 
--- A grant's lease TTL ran out (by the database's clock): it ends as a failed holder's
--- does (lock-delay), its client reads why, and the queue moves. The caller locked
--- the semaphore.
+-- When a grant made now ends whatever its session does (NULL: never): the earlier of
+-- its own max_hold (p_max_hold, NULL: none) and the node's after now, and never after
+-- the end of the hold it replaces (p_old: an upgrade's). The engine's rule
+-- (tenure/_core/shared_steps.py, grant); its lease deadline is never after it.
+CREATE OR REPLACE FUNCTION @S.grant_end(p_node text, p_max_hold float8, p_old timestamptz)
+RETURNS timestamptz LANGUAGE sql SET search_path = @S, pg_catalog AS $$
+    -- (least ignores NULLs: NULL only when neither bounds it.)
+    SELECT least(clock_timestamp() + make_interval(
+                     secs => least((config(p_node) ->> 'max_hold')::float8, p_max_hold)),
+                 p_old)
+$$;
+
+-- A grant's lease TTL (or its max_hold) ran out (by the database's clock): it ends as
+-- a failed holder's does (lock-delay), its client reads why, and the queue moves. The
+-- caller locked the semaphore. Its session is told 'l<sid>' (a TTL) or 'm<sid>' (its
+-- max_hold's end).
 CREATE OR REPLACE FUNCTION @S.lease_ran_out(o @S.owners) RETURNS void
 LANGUAGE plpgsql SET search_path = @S, pg_catalog AS $$
 DECLARE
     delay float8 := coalesce((config(o.node) ->> 'lock_delay')::float8, 0);
+    ended boolean;
 BEGIN
     DELETE FROM owners WHERE node = o.node AND name = o.name AND sid = o.sid
         AND hold = o.hold AND token = o.token;
@@ -319,14 +341,16 @@ BEGIN
             clock_timestamp() + make_interval(secs => delay))
         WHERE node = o.node AND name = o.name;
     END IF;
+    ended := o.ends_at IS NOT NULL AND o.ends_at <= clock_timestamp();
     INSERT INTO outcomes VALUES (o.sid, o.node, o.name, o.hold, o.request_id, 'lease_lost',
-        format('the lease of %L ran out (its TTL, %ss, passed without a renewal)',
-               o.name, o.lease_ttl))
+        CASE WHEN ended THEN format('the lease of %L ended: held for its max_hold', o.name)
+        ELSE format('the lease of %L ran out (its TTL, %ss, passed without a renewal)',
+                    o.name, o.lease_ttl) END)
     ON CONFLICT (sid, node, name, hold) DO UPDATE
         SET request_id = excluded.request_id, code = excluded.code,
             message = excluded.message;
     PERFORM settle(o.node, o.name, true);
-    PERFORM pg_notify(channel(o.node), 'l' || o.sid);
+    PERFORM pg_notify(channel(o.node), CASE WHEN ended THEN 'm' ELSE 'l' END || o.sid);
 END $$;
 
 -- Seconds until the node's next deadline (a session's window, an acquire's timeout,

@@ -99,18 +99,29 @@ END $$;
 -- upgrade replaces the hold: a new token, at the back of grant order), its waiter row
 -- goes, and only its client is woken (its waiters read their grants), not every waiter
 -- of the semaphore. p_ttl: the node's default_lease (NULL: as long as the session).
+-- A grant with an end (its max_hold, the node's: grant_end) is a new deadline of the
+-- node: its clients are told to reap ('t'), and so arm a timer for it.
 CREATE OR REPLACE FUNCTION @S.grant_waiter(w @S.waiters, p_ttl float8)
 RETURNS void LANGUAGE plpgsql SET search_path = @S, pg_catalog AS $$
+DECLARE
+    ends timestamptz;
 BEGIN
+    ends := grant_end(w.node, w.max_hold, (SELECT ends_at FROM owners
+        WHERE node = w.node AND name = w.name AND sid = w.sid AND hold = w.hold));
     DELETE FROM owners
     WHERE node = w.node AND name = w.name AND sid = w.sid AND hold = w.hold;
-    INSERT INTO owners VALUES (w.node, w.name, w.sid, w.hold, w.cnt, w.data, next_token(),
+    INSERT INTO owners (node, name, sid, hold, cnt, data, token, request_id, lease_ttl,
+                        lease_deadline, granted_at, ends_at)
+    VALUES (w.node, w.name, w.sid, w.hold, w.cnt, w.data, next_token(),
                                w.request_id, p_ttl,
-                               clock_timestamp() + make_interval(secs => p_ttl),
-                               clock_timestamp());
+                               least(clock_timestamp() + make_interval(secs => p_ttl), ends),
+                               clock_timestamp(), ends);
     DELETE FROM waiters
     WHERE node = w.node AND name = w.name AND sid = w.sid AND hold = w.hold;
     PERFORM pg_notify(channel(w.node), 'g' || w.sid);
+    IF ends IS NOT NULL THEN
+        PERFORM pg_notify(channel(w.node), 't');
+    END IF;
 END $$;
 
 -- Whether all-or-none set p_grp of session p_sid can be granted now: each member

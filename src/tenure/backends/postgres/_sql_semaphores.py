@@ -18,9 +18,16 @@ from typing import Final
 __all__ = ["SEMAPHORE_FUNCTIONS"]
 
 SEMAPHORE_FUNCTIONS: Final = r"""
+-- (Schema version 6 added p_max_hold: the signature before it goes, so that no call
+-- can reach a function that ignores it.)
+DROP FUNCTION IF EXISTS @S.acquire(bigint, bytea, int, text, bigint, numeric, bytea, float8,
+                                   boolean, bigint);
+-- p_max_hold: the grant ends that many seconds after it (NULL: the node's max_hold,
+-- if any, which it may only shorten: grant_end).
 CREATE OR REPLACE FUNCTION @S.acquire(
     p_sid bigint, p_secret bytea, p_seq int, p_name text, p_hold bigint, p_count numeric,
-    p_data bytea, p_timeout float8, p_ephemeral boolean, p_request bigint
+    p_data bytea, p_timeout float8, p_ephemeral boolean, p_request bigint,
+    p_max_hold float8
 ) RETURNS jsonb LANGUAGE plpgsql SET search_path = @S, pg_catalog AS $$
 DECLARE
     s sessions := live(p_sid, p_secret, p_seq);
@@ -33,6 +40,7 @@ DECLARE
     token bigint;
     changed boolean := false;
     answer jsonb;
+    ends timestamptz;
 BEGIN
     SELECT * INTO sem FROM semaphores WHERE node = s.node AND name = p_name FOR UPDATE;
     IF NOT FOUND THEN
@@ -96,12 +104,20 @@ BEGIN
     ELSIF queued = 0 AND total - coalesce(o.cnt, 0) + p_count <= sem.lim
           AND NOT coalesce(sem.blocked_until > clock_timestamp(), false) THEN
         token := next_token();
+        ends := grant_end(s.node, p_max_hold, o.ends_at);
         DELETE FROM owners
         WHERE node = s.node AND name = p_name AND sid = p_sid AND hold = p_hold;
-        INSERT INTO owners VALUES (s.node, p_name, p_sid, p_hold, p_count, p_data, token,
+        INSERT INTO owners (node, name, sid, hold, cnt, data, token, request_id, lease_ttl,
+                            lease_deadline, granted_at, ends_at)
+        VALUES (s.node, p_name, p_sid, p_hold, p_count, p_data, token,
             p_request, (cfg ->> 'default_lease')::float8,
-            clock_timestamp() + make_interval(secs => (cfg ->> 'default_lease')::float8),
-            clock_timestamp());
+            least(clock_timestamp() + make_interval(secs => (cfg ->> 'default_lease')::float8),
+                  ends),
+            clock_timestamp(), ends);
+        IF ends IS NOT NULL THEN
+            -- A new deadline of the node: its clients reap, and so arm a timer for it.
+            PERFORM pg_notify(channel(s.node), 't');
+        END IF;
         -- Nobody is queued and the semaphore is held: settle would serve no one and
         -- drop nothing, only tell the watches.
         IF watched(s.node, p_name) THEN
@@ -112,9 +128,11 @@ BEGIN
     ELSIF p_timeout = 0 THEN
         answer := jsonb_build_object('busy', true);
     ELSE
-        INSERT INTO waiters VALUES (s.node, p_name, p_sid, p_hold, p_count, p_data,
-            nextval('arrivals'),
-            clock_timestamp() + make_interval(secs => p_timeout), p_request, clock_timestamp());
+        INSERT INTO waiters (node, name, sid, hold, cnt, data, arrival, deadline, request_id,
+                             queued_at, max_hold)
+        VALUES (s.node, p_name, p_sid, p_hold, p_count, p_data, nextval('arrivals'),
+            clock_timestamp() + make_interval(secs => p_timeout), p_request, clock_timestamp(),
+            p_max_hold);
         answer := jsonb_build_object('queued', p_timeout);
         IF w.sid IS NULL AND queued > 0 THEN
             -- Behind others, nothing else changed: the head is as it was (one that does
@@ -267,7 +285,10 @@ BEGIN
     ELSIF o.lease_deadline < clock_timestamp() THEN
         RETURN -1;  -- ran out already: the caller ends it (this transaction must commit)
     END IF;
-    UPDATE owners SET lease_deadline = clock_timestamp() + make_interval(secs => o.lease_ttl)
+    -- A max_hold: no renewal takes the lease past its end (least ignores a NULL end).
+    UPDATE owners
+    SET lease_deadline = least(clock_timestamp() + make_interval(secs => o.lease_ttl),
+                               o.ends_at)
     WHERE node = s.node AND name = p_name AND sid = p_sid AND hold = p_hold;
     RETURN o.lease_ttl;
 END $$;

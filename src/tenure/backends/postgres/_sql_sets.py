@@ -128,6 +128,7 @@ DECLARE
     behind boolean[] := '{}';  -- whether others wait in each queue already
     token bigint;
     tokens jsonb := '[]';
+    ends timestamptz;
     arrival bigint;
     deadline timestamptz;
 BEGIN
@@ -213,11 +214,18 @@ BEGIN
         RETURN jsonb_build_object('busy', true);
     END IF;
     IF at_once THEN
+        ends := grant_end(s.node, NULL, NULL);  -- (the node's max_hold, if any)
+        IF ends IS NOT NULL THEN
+            PERFORM pg_notify(channel(s.node), 't');  -- a new deadline: reap then
+        END IF;
         FOR i IN 1 .. n LOOP
             token := next_token();
-            INSERT INTO owners VALUES (s.node, p_names[i], p_sid, p_holds[i], p_count, p_data,
-                token, p_requests[i], ttl, clock_timestamp() + make_interval(secs => ttl),
-                clock_timestamp());
+            INSERT INTO owners (node, name, sid, hold, cnt, data, token, request_id,
+                                lease_ttl, lease_deadline, granted_at, ends_at)
+            VALUES (s.node, p_names[i], p_sid, p_holds[i], p_count, p_data,
+                token, p_requests[i], ttl,
+                least(clock_timestamp() + make_interval(secs => ttl), ends),
+                clock_timestamp(), ends);
             tokens := tokens || to_jsonb(token);
             -- Nobody was queued: settle would serve no one and drop nothing.
             IF watched(s.node, p_names[i]) THEN

@@ -145,6 +145,9 @@ class PgStore:
             self.subscribe(f"r{sid}", self._ask),
             self.subscribe("n", self._ask),
             self.subscribe(f"l{sid}", lambda: session.spawn(self.check_holds(None))),
+            self.subscribe(
+                f"m{sid}", lambda: session.spawn(self.check_holds(None, "held for its max_hold"))
+            ),
             # kill_session started a lock-delay: reap now, which names its end.
             self.subscribe("t", self.reap_now),
             listener.subscribe_prefix(self.channel, "d", self._deleted),
@@ -292,9 +295,9 @@ class PgStore:
         for gone in sorted(held) if name is None else [name] if name in held else []:
             self.session.spawn(self.check_holds(gone))
 
-    async def check_holds(self, name: str | None) -> None:
-        """Holds of ``name`` (None: of every name, after a lease TTL ran out) that the
-        database no longer has are lost.
+    async def check_holds(self, name: str | None, ended: str | None = None) -> None:
+        """Holds of ``name`` (None: of every name, after a lease TTL ran out, or ended
+        as ``ended`` says: its max_hold) that the database no longer has are lost.
 
         Only grants held before the read was sent are judged: one granted while it
         was on its way is missing from what it read (fault suite: such a grant was
@@ -318,6 +321,8 @@ class PgStore:
                     if name is not None
                     else f"the grant of {held_name!r} ended: its lease ran out (its TTL "
                     "passed without a renewal), or it was handed off to another session"
+                    if ended is None
+                    else f"the lease of {held_name!r} ended: {ended}"
                 )
                 self.session.grant_lost(held_name, hold, grant.token, LeaseLostError(message))
 

@@ -95,6 +95,7 @@ CAPABILITIES: Final = frozenset(
         Capability.DEADLOCK_DETECTION,
         Capability.CLAIMS,
         Capability.HANDOFF,
+        Capability.MAX_HOLD,
     }
 )
 

@@ -66,6 +66,7 @@ CONFIG_FIELDS: Final = (
     "max_watches_per_session",
     "max_missed_per_session",
     "max_claims",  # (a node made before claims has none: its default)
+    "max_hold",  # (a node made before max_hold has none: None)
 )
 
 
@@ -149,7 +150,7 @@ def decode_config(raw: list[Any]) -> NodeConfig:
     for field, value in zip(CONFIG_FIELDS, text, strict=True):
         if field == "max_claims" and not value:
             continue  # (kept by a library before claims: the default)
-        if field == "default_lease":
+        if field in ("default_lease", "max_hold"):
             values[field] = float(value) if value else None
         elif field in ("recovery_window", "lock_delay"):
             values[field] = float(value)

@@ -111,7 +111,7 @@ class CommandsHome(Protocol):
     def releases(self) -> KeyedReleases:
         """The session's releases, each with a request key kept until answered."""
 
-    #: Whether the session holds a grant with a lease TTL.
+    #: Whether the session holds a grant with a lease TTL, or an end (a max_hold).
     has_leases: bool
 
     def search_limit(self) -> int:
@@ -143,12 +143,13 @@ async def _acquire(home: CommandsHome, command: Acquire) -> AcquireResult:
             "1" if command.ephemeral else "0",
             command.task,
             home.search_limit(),
+            "" if command.max_hold is None else repr(command.max_hold),
         )
     status = STATUS[result[0]]
     if status is not AcquireStatus.GRANTED:
         return AcquireResult(status)
     ttl = decode_ttl(result[2])
-    if ttl is not None:
+    if ttl is not None or len(result) > 3:  # (a fourth item: the grant has an end)
         home.has_leases = True
     return AcquireResult(status, int(result[1]), command.count, ttl)
 
@@ -178,10 +179,11 @@ async def _acquire_all(home: CommandsHome, command: AcquireAll) -> AcquireAllRes
     status = STATUS[result[0]]
     if status is not AcquireStatus.GRANTED:
         return AcquireAllResult(status)
-    ttl = decode_ttl(result[-1])
-    if ttl is not None:
+    count = len(command.names)
+    ttl = decode_ttl(result[1 + count])
+    if ttl is not None or len(result) > 2 + count:  # ('1' after the TTL: an end)
         home.has_leases = True
-    return AcquireAllResult(status, tuple(int(token) for token in result[1:-1]), ttl)
+    return AcquireAllResult(status, tuple(int(token) for token in result[1 : 1 + count]), ttl)
 
 
 async def _withdraw(home: CommandsHome, command: CancelAcquire) -> bool:

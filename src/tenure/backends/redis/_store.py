@@ -220,8 +220,8 @@ class RedisStore:
             effect = decode_effect(self.session_id, push)
             if effect is None:
                 return
-            if isinstance(effect, Granted) and effect.lease_ttl is not None:
-                self.has_leases = True
+            if isinstance(effect, Granted) and (effect.lease_ttl is not None or "b" in push):
+                self.has_leases = True  # (a TTL, or an end: its max_hold)
             self.commands.deliver(effect)
 
     def missed_pushes(self) -> None:

@@ -115,8 +115,8 @@ end
 -- any other is fetched alone (a missing field is cached as false, read as nil).
 local function cfg_get(field)
   if not CFG then
-    local v = redis.call('HMGET', B .. 'cfg', 'md', 'mx', 'dl', 'mw', 'ld')
-    CFG = {md = v[1], mx = v[2], dl = v[3], mw = v[4], ld = v[5]}
+    local v = redis.call('HMGET', B .. 'cfg', 'md', 'mx', 'dl', 'mw', 'ld', 'mh')
+    CFG = {md = v[1], mx = v[2], dl = v[3], mw = v[4], ld = v[5], mh = v[6]}
   end
   local value = CFG[field]
   if value == nil then

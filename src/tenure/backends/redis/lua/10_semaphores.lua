@@ -22,10 +22,13 @@ end
 
 local function decode_owner(raw)
   if not raw then return nil end
-  -- {count hex, data, token, ttl, deadline, req, granted at}; a record written by a
-  -- library before grant times were kept has no 7th field (at = nil: not known).
+  -- {count hex, data, token, ttl, deadline, req, granted at, ends}; a record written by
+  -- a library before grant times were kept has no 7th field (at = nil: not known), one
+  -- before max_hold no 8th (ends = -1: no bound). ``ends``: when the grant ends
+  -- whatever its session does (its max_hold; the lease's deadline is never after it).
   local o = cmsgpack.unpack(raw)
-  return {cnt = o[1], data = o[2], tok = o[3], ttl = o[4], dl = o[5], req = o[6], at = o[7]}
+  return {cnt = o[1], data = o[2], tok = o[3], ttl = o[4], dl = o[5], req = o[6], at = o[7],
+    ends = o[8] or -1}
 end
 
 local function owner(name, holder)
@@ -37,10 +40,11 @@ local function decode_waiter(raw)
   if not raw then return nil end
   -- {count hex, data, req, deadline, queued at (or nil), set (its all-or-none set's
   -- arrival, as text; nil or false: of no set),
-  -- task (text; nil: '0', not known: written by a library before tasks were kept)}
+  -- task (text; nil: '0', not known: written by a library before tasks were kept),
+  -- max_hold (seconds; nil or -1: none of its own)}
   local w = cmsgpack.unpack(raw)
   return {cnt = w[1], data = w[2], req = w[3], dl = w[4], at = w[5], set = w[6] or nil,
-    task = w[7] or '0'}
+    task = w[7] or '0', mh = w[8] or -1}
 end
 
 local function waiter(name, holder)
@@ -136,7 +140,7 @@ local function remove_owner(name, holder, known)
   redis.call('HDEL', B .. 'ow:' .. name, holder)
   redis.call('HDEL', B .. 'ho:' .. name, holder)  -- (its hand-off's offer: lua/75)
   redis.call('HDEL', B .. 'sh:' .. sid, 'o' .. hold .. ':' .. name)
-  if o.ttl > 0 then redis.call('ZREM', B .. 'due', 'l:' .. holder .. ':' .. name) end
+  if o.dl >= 0 then redis.call('ZREM', B .. 'due', 'l:' .. holder .. ':' .. name) end
   set_count(name, csub(meta(name).cnt, cnt(o.cnt)))
   return o
 end
@@ -157,29 +161,41 @@ end
 -- hold ``old`` (nil: none; the caller has read it already). ``counted``: the
 -- semaphore was made with this grant's count (new_semaphore), nothing to add.
 -- ``task``: the client's number of the task that asked ('0' or nil: not known).
-local function grant(name, holder, count, data, req, old, counted, task)
+-- ``mh``: its max_hold (nil or -1: none of its own): the grant ends at the earlier of
+-- it and the node's ``max_hold`` after now, and never after the end of the hold it
+-- replaces (an upgrade); its lease's deadline never after that end (the engine's
+-- rule, tenure/_core/shared_steps.py, grant). Returns the token, the TTL, and
+-- whether the grant has such an end.
+local function grant(name, holder, count, data, req, old, counted, task, mh)
   local rest = meta(name).cnt
   if old then rest = csub(rest, cnt(old.cnt)) end
   -- The counter is its own key, which dropping the node keeps: tokens of a node
   -- made again keep increasing.
   local tok = redis.call('INCR', B .. 'tok')
   local ttl = tonumber(cfg_get('dl') or '') or -1
+  local bound = tonumber(cfg_get('mh') or '') or -1
+  mh = tonumber(mh or -1) or -1
+  if mh > 0 and (bound <= 0 or mh < bound) then bound = mh end
+  local ends = -1
+  if bound > 0 then ends = NOW + bound end
+  if old and old.ends > 0 and (ends < 0 or old.ends < ends) then ends = old.ends end
   local deadline = -1
   local sid, hold = split_holder(holder)
-  if ttl > 0 then
-    deadline = NOW + ttl
+  if ttl > 0 then deadline = NOW + ttl end
+  if ends > 0 and (deadline < 0 or ends < deadline) then deadline = ends end
+  if deadline >= 0 then
     due_add(deadline, 'l:' .. holder .. ':' .. name)
-  elseif old and old.ttl > 0 then
+  elseif old and old.dl >= 0 then
     redis.call('ZREM', B .. 'due', 'l:' .. holder .. ':' .. name)
   end
   if old then redis.call('HDEL', B .. 'ho:' .. name, holder) end  -- (a new token: lua/75)
   redis.call('HSET', B .. 'r:' .. name, 'o' .. holder,
-    cmsgpack.pack({count, data, tok, ttl, deadline, req, NOW}))
+    cmsgpack.pack({count, data, tok, ttl, deadline, req, NOW, ends}))
   -- Only the field's name is ever read (HKEYS): its value need not be the token.
   redis.call('HSET', B .. 'sh:' .. sid, 'o' .. hold .. ':' .. name, '1')
   redis.call('HSET', B .. 'ow:' .. name, holder, (task or '0') .. ':' .. count)
   if not counted then set_count(name, cadd(rest, cnt(count))) end
-  return tok, ttl
+  return tok, ttl, ends > 0
 end
 
 local function delete_semaphore_keys(name)
@@ -223,9 +239,15 @@ end
 -- Grant the queued request ``w`` of ``holder`` (its hold ``o``) and tell its session.
 local function grant_waiter(name, holder, w, o)
   remove_waiter(name, holder, w)
-  local tok, ttl = grant(name, holder, w.cnt, w.data, w.req, o, false, w.task)
+  local tok, ttl, bounded = grant(name, holder, w.cnt, w.data, w.req, o, false, w.task, w.mh)
   local sid, hold = split_holder(holder)
-  push(sid, {'k', 'G', 'name', name, 'hold', hold, 'req', w.req, 'tok', tok, 'cnt', w.cnt, 'ttl', ttl})
+  local pushed = {'k', 'G', 'name', name, 'hold', hold, 'req', w.req, 'tok', tok, 'cnt', w.cnt,
+    'ttl', ttl}
+  if bounded then
+    pushed[#pushed + 1] = 'b'  -- (the grant has an end: its session waits for deadlines)
+    pushed[#pushed + 1] = '1'
+  end
+  push(sid, pushed)
   touch(name)
 end
 

@@ -166,8 +166,10 @@ local function on_due(member)
     if o and o.dl >= 0 and o.dl <= NOW then
       remove_owner(name, holder)
       local sid, hold = split_holder(holder)
+      local why = ' expired without renewal'
+      if o.ends > 0 and o.ends <= NOW then why = ' ended: held for its max_hold' end
       push(sid, {'k', 'L', 'name', name, 'hold', hold, 'tok', o.tok, 'code', 12,
-        'msg', 'lease on ' .. quote(name) .. ' expired without renewal'})
+        'msg', 'lease on ' .. quote(name) .. why})
       start_lock_delay(name)
       touch(name)
       settle(name)

@@ -2,8 +2,9 @@
 
 -- -- node functions --------------------------------------------------------------------
 
--- ('mc', max_claims, came with claims: a node made before has none, read as '')
-local CONFIG_FIELDS = {'st', 'ld', 'dl', 'ms', 'mx', 'mw', 'md', 'mwa', 'mm', 'mc', 'name'}
+-- ('mc', max_claims, came with claims, and 'mh', max_hold, with max_hold: a node made
+-- before has none, read as '')
+local CONFIG_FIELDS = {'st', 'ld', 'dl', 'ms', 'mx', 'mw', 'md', 'mwa', 'mm', 'mc', 'mh', 'name'}
 
 -- The settings, the counts of sessions and semaphores, and the deadlocks broken on
 -- the node lately, newest first: {at, session id, task, cycle} each.

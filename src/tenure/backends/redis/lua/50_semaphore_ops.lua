@@ -1,13 +1,22 @@
 -- tenure's engine for redis://, part 50 (the parts are one library: see 00_core.lua).
 
+-- The reply of a grant: {'G', token, TTL} and, for a grant that has an end (its
+-- max_hold), '1' after them.
+local function granted(tok, ttl, bounded)
+  if bounded then return {'G', tok, tostring(ttl), '1'} end
+  return {'G', tok, tostring(ttl)}
+end
+
 -- args: sid, fence, request key, name, hold, req, count (hex), data, timeout ('' =
--- forever), ephemeral ('1'/'0'), task ('0' or missing: not known), and the deadlock
--- search's limit (0 or missing: not checked).
+-- forever), ephemeral ('1'/'0'), task ('0' or missing: not known), the deadlock
+-- search's limit (0 or missing: not checked), and max_hold (seconds; '' or missing:
+-- none of its own).
 local function acquire(keys, args)
   local more = begin_session(keys, args)
   local sid, name, hold, req, count, data, timeout, eph =
     args[1], args[4], args[5], args[6], args[7], args[8], args[9], args[10]
   local task, limit = args[11] or '0', tonumber(args[12] or '0')
+  local mh = tonumber(args[13] or '') or -1
   local holder = sid .. ':' .. hold
   local m = meta(name)
   local w, o = nil, nil
@@ -15,7 +24,7 @@ local function acquire(keys, args)
     w, o = records(name, holder)
     -- A retry of this very request (its answer was lost): answer as the first try.
     if w and tostring(w.req) == req then return reply({'Q'}, more) end
-    if o and tostring(o.req) == req then return reply({'G', o.tok, tostring(o.ttl)}, more) end
+    if o and tostring(o.req) == req then return reply(granted(o.tok, o.ttl, o.ends > 0), more) end
   end
   local md = tonumber(cfg_get('md'))
   if #data > md then
@@ -62,8 +71,7 @@ local function acquire(keys, args)
     -- A new ephemeral semaphore is granted at once (nobody holds or waits): made
     -- with the grant's count, so its meta is written once.
     new_semaphore(name, 'ffffffffffffffff', '', '1', count)
-    local tok, ttl = grant(name, holder, count, data, req, nil, true, task)
-    return reply({'G', tok, tostring(ttl)}, more)
+    return reply(granted(grant(name, holder, count, data, req, nil, true, task, mh)), more)
   end
   if w then
     remove_waiter(name, holder, w)
@@ -78,16 +86,15 @@ local function acquire(keys, args)
     if o and cle(want, cnt(o.cnt)) then
       -- Shrink or restate in place: same grant, same token, same place in grant order.
       redis.call('HSET', B .. 'r:' .. name, 'o' .. holder,
-        cmsgpack.pack({count, data, o.tok, o.ttl, o.dl, o.req, o.at}))
+        cmsgpack.pack({count, data, o.tok, o.ttl, o.dl, o.req, o.at, o.ends}))
       -- (the same grant: asked for by the task that asked then)
       redis.call('HSET', B .. 'ow:' .. name, holder, owner_task(name, holder) .. ':' .. count)
       set_count(name, cadd(csub(m.cnt, cnt(o.cnt)), want))
       if o.cnt ~= count or o.data ~= data then touch(name) end
-      result = {'G', o.tok, tostring(o.ttl)}
+      result = granted(o.tok, o.ttl, o.ends > 0)
     else
-      local tok, ttl = grant(name, holder, count, data, req, o, false, task)
+      result = granted(grant(name, holder, count, data, req, o, false, task, mh))
       touch(name)
-      result = {'G', tok, tostring(ttl)}
     end
   elseif timeout == '0' then
     result = {'B'}
@@ -100,7 +107,7 @@ local function acquire(keys, args)
     end
     redis.call('ZADD', B .. 'q:' .. name, seq, holder)
     redis.call('HSET', B .. 'r:' .. name, 'w' .. holder,
-      cmsgpack.pack({count, data, req, deadline, NOW, false, task}))
+      cmsgpack.pack({count, data, req, deadline, NOW, false, task, mh}))
     redis.call('HSET', B .. 'sh:' .. sid, 'w' .. hold .. ':' .. name, req)
     tw_add(sid, task, hold, name)
     touch(name)
@@ -170,7 +177,7 @@ local function release(keys, args)
       -- for. The semaphore goes with it (what settle would do after remove_owner),
       -- without writing its owner and count first.
       redis.call('HDEL', B .. 'sh:' .. sid, 'o' .. hold .. ':' .. name)
-      if o.ttl > 0 then redis.call('ZREM', B .. 'due', 'l:' .. holder .. ':' .. name) end
+      if o.dl >= 0 then redis.call('ZREM', B .. 'due', 'l:' .. holder .. ':' .. name) end
       delete_semaphore_keys(name)
       touch(name)
       return reply(remember_release(sid, rk, 1), more)
@@ -204,8 +211,10 @@ local function renew(keys, args)
     fail(23, 'the grant of ' .. quote(name) .. ' has no lease TTL to renew')
   end
   local deadline = NOW + o.ttl
+  -- A max_hold: no renewal takes the lease past its end.
+  if o.ends > 0 and o.ends < deadline then deadline = o.ends end
   redis.call('HSET', B .. 'r:' .. name, 'o' .. holder,
-    cmsgpack.pack({o.cnt, o.data, o.tok, o.ttl, deadline, o.req, o.at}))
+    cmsgpack.pack({o.cnt, o.data, o.tok, o.ttl, deadline, o.req, o.at, o.ends}))
   due_add(deadline, 'l:' .. holder .. ':' .. name)
   return reply(tostring(o.ttl), more)
 end

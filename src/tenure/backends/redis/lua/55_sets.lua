@@ -73,14 +73,16 @@ local function acquire_all(keys, args)
     end
     if at_once then
       result = {'G'}
-      local ttl
+      local ttl, bounded
       for i = 1, n do
         local tok
-        tok, ttl = grant(names[i], holders[i], count, data, reqs[i], nil, false, task)
+        tok, ttl, bounded = grant(names[i], holders[i], count, data, reqs[i], nil, false, task)
         result[#result + 1] = tok
         touch(names[i])
       end
       result[#result + 1] = tostring(ttl)
+      -- (the node's max_hold bounds them: '1' after the TTL, as acquire's reply says it)
+      if bounded then result[#result + 1] = '1' end
     else
       local seq = cfg_incr('qs', 1)
       local set = tostring(seq)
