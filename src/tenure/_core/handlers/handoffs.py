@@ -109,6 +109,20 @@ def adopt_hold(state: EngineState, cmd: c.AdoptHold, now: float) -> c.AcquireRes
             old.hold,
         ),
     )
-    owner = grant(state, node, sem, sid, old.count, old.data, old.lease_ttl, now, hold)
+    # The adopted grant keeps the end of the hold it takes over (its max_hold): a
+    # hand-off must not be a way past the bound (``replaced``: never extended).
+    owner = grant(
+        state,
+        node,
+        sem,
+        sid,
+        old.count,
+        old.data,
+        old.lease_ttl,
+        now,
+        hold,
+        replaced=old,
+        known=True,
+    )
     settle(state, node, sem, now, OWNERS)
     return c.AcquireResult(c.AcquireStatus.GRANTED, owner.token, owner.count, owner.lease_ttl)

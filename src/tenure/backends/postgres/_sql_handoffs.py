@@ -64,6 +64,7 @@ DECLARE
     o owners;
     mine owners;
     token bigint;
+    ends timestamptz;
 BEGIN
     IF NOT lock_semaphore(s.node, p_name) THEN
         RETURN jsonb_build_object('adopted', false);
@@ -95,8 +96,17 @@ BEGIN
         SET request_id = excluded.request_id, code = excluded.code,
             message = excluded.message;
     token := next_token();
-    INSERT INTO owners VALUES (s.node, p_name, p_sid, p_hold, o.cnt, o.data, token,
-        p_request, ttl, clock_timestamp() + make_interval(secs => ttl), clock_timestamp());
+    -- The grant keeps the end of the hold it takes over (its max_hold: a hand-off is
+    -- no way past it), and the node's max_hold bounds it from now, as any grant's.
+    ends := grant_end(s.node, NULL, o.ends_at);
+    INSERT INTO owners (node, name, sid, hold, cnt, data, token, request_id, lease_ttl,
+                        lease_deadline, granted_at, ends_at)
+    VALUES (s.node, p_name, p_sid, p_hold, o.cnt, o.data, token, p_request, ttl,
+            least(clock_timestamp() + make_interval(secs => ttl), ends), clock_timestamp(),
+            ends);
+    IF ends IS NOT NULL THEN  -- a new deadline of the node: its clients arm a timer
+        PERFORM pg_notify(channel(s.node), 't');
+    END IF;
     PERFORM pg_notify(channel(s.node), 'l' || o.sid);
     PERFORM settle(s.node, p_name, true);
     RETURN jsonb_build_object('token', token, 'count', o.cnt, 'ttl', ttl,

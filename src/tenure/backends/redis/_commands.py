@@ -269,9 +269,9 @@ async def _adopt(home: CommandsHome, command: AdoptHold) -> AcquireResult:
             "adopted: it ended, was adopted already or offered again, or this is not its "
             "hand-off"
         )
-    tok, count, raw_ttl = result
+    tok, count, raw_ttl = result[:3]
     ttl = decode_ttl(raw_ttl)
-    if ttl is not None:
+    if ttl is not None or len(result) > 3:  # (a fourth item: the grant has an end)
         home.has_leases = True
     return AcquireResult(AcquireStatus.GRANTED, int(tok), decode_count(count), ttl)
 

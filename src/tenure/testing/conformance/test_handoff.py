@@ -21,9 +21,11 @@ from tenure.errors import (
     PreconditionFailedError,
 )
 from tenure.fencing import FileFence
+from tenure.testing import FakeClock
 
 from .harness import Expire
 from .support import eventually, owners, spawn, wait_for_waiters, waiters, within
+from .test_max_hold import BOUND, later
 
 pytestmark = pytest.mark.requires(tenure.Capability.HANDOFF)
 
@@ -294,3 +296,23 @@ async def test_a_restate_in_place_keeps_the_hand_off_and_an_upgrade_withdraws_it
     with pytest.raises(LeaseLostError):
         await (await client2.session(node)).adopt(text)
     assert upgraded.held
+
+
+@pytest.mark.requires(tenure.Capability.MAX_HOLD)
+async def test_an_adopted_hold_keeps_the_max_hold_end_of_the_hold_it_took_over(
+    client: tenure.Client, client2: tenure.Client, node: str, state_clock: FakeClock | None
+) -> None:
+    """A hand-off is no way past a max_hold: the adopter's grant ends when the offered
+    one would have (here the node bounds nothing, so a grant that did not keep the
+    end would be held for ever, and the wait below would time out)."""
+    producer, worker = await client.session(node), await client2.session(node)
+    lock = await producer.mutex("job", max_hold=1.0).lock()
+    adopted = await worker.adopt(await lock.handoff())
+    assert adopted.token > lock.token
+    await later(state_clock, 1.0)
+    async with asyncio.timeout(BOUND):
+        reason = await adopted.lost
+    assert isinstance(reason, LeaseLostError)
+    assert "max_hold" in str(reason)
+    assert not adopted.held
+    assert worker.lost_reason is None  # the session lives on: only the lease ended

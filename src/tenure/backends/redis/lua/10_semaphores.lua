@@ -166,7 +166,7 @@ end
 -- replaces (an upgrade); its lease's deadline never after that end (the engine's
 -- rule, tenure/_core/shared_steps.py, grant). Returns the token, the TTL, and
 -- whether the grant has such an end.
-local function grant(name, holder, count, data, req, old, counted, task, mh)
+local function grant(name, holder, count, data, req, old, counted, task, mh, keep)
   local rest = meta(name).cnt
   if old then rest = csub(rest, cnt(old.cnt)) end
   -- The counter is its own key, which dropping the node keeps: tokens of a node
@@ -179,6 +179,8 @@ local function grant(name, holder, count, data, req, old, counted, task, mh)
   local ends = -1
   if bound > 0 then ends = NOW + bound end
   if old and old.ends > 0 and (ends < 0 or old.ends < ends) then ends = old.ends end
+  -- ``keep``: the end of the hold a hand-off moves here (lua/75), never extended.
+  if keep and keep > 0 and (ends < 0 or keep < ends) then ends = keep end
   local deadline = -1
   local sid, hold = split_holder(holder)
   if ttl > 0 then deadline = NOW + ttl end

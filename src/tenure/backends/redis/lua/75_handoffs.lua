@@ -23,7 +23,8 @@ local function offer_hold(keys, args)
 end
 
 -- args: sid, fence, request key, name, hold, holder's sid, holder's hold, token,
--- digest (hex). Replies {token, count hex, ttl}: the new grant; or {0}: no such hold
+-- digest (hex). Replies {token, count hex, ttl} and '1' after them for a grant that
+-- has an end (the max_hold of the hold it takes over, kept): the new grant; or {0}: no such hold
 -- is offered with that digest (the client raises LeaseLostError: an error of code 12
 -- here would read as the loss of the caller's own session). A retry (the request
 -- key) is answered as the first try was.
@@ -49,10 +50,13 @@ local function adopt_hold(keys, args)
   local from_sid, from_hold = split_holder(from)
   push(from_sid, {'k', 'L', 'name', name, 'hold', from_hold, 'tok', o.tok, 'code', 12,
     'msg', 'the hold on ' .. quote(name) .. ' was handed off: session ' .. sid .. ' adopted it'})
-  local tok, ttl = grant(name, holder, o.cnt, o.data, 0, nil, false, '0')
+  -- (The grant keeps the offered hold's end: a hand-off is no way past a max_hold.)
+  local tok, ttl, bounded = grant(name, holder, o.cnt, o.data, 0, nil, false, '0', nil, o.ends)
   touch(name)
   settle(name)
-  return reply(remember(args[3], {tok, o.cnt, tostring(ttl)}), more)
+  local answer = {tok, o.cnt, tostring(ttl)}
+  if bounded then answer[4] = '1' end
+  return reply(remember(args[3], answer), more)
 end
 
 register('offer_hold', offer_hold)
