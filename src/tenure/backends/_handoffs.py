@@ -11,12 +11,12 @@ contract (re-exported by :mod:`tenure.backends`).
 
 from __future__ import annotations
 
-import base64
 import binascii
 import re
 from dataclasses import dataclass, field
 from typing import Final
 
+from tenure.backends._tickets import b64_bytes, b64_text
 from tenure.errors import InvalidArgumentError
 
 __all__ = ["HANDOFF_PREFIX", "MAX_HANDOFF_CHARS", "Handoff", "check_handoff"]
@@ -74,13 +74,13 @@ class Handoff:
         """The hand-off as URL-safe ASCII: ``h1.`` and dot-separated fields (base64url
         for the text and the secret)."""
         fields = (
-            _b64(self.scheme.encode("ascii")),
-            _b64(self.node.encode("utf-8", "surrogatepass")),
-            _b64(self.name.encode("utf-8", "surrogatepass")),
+            b64_text(self.scheme.encode("ascii")),
+            b64_text(self.node.encode("utf-8", "surrogatepass")),
+            b64_text(self.name.encode("utf-8", "surrogatepass")),
             str(self.holder),
             str(self.holder_hold),
             str(self.token),
-            _b64(self.secret),
+            b64_text(self.secret),
         )
         return HANDOFF_PREFIX + ".".join(fields)
 
@@ -106,13 +106,13 @@ class Handoff:
                 raise InvalidArgumentError(f"a hand-off's {what} is not a number: {number[:40]!r}")
         try:
             return cls(
-                _unb64(scheme).decode("ascii"),
-                _unb64(node).decode("utf-8", "surrogatepass"),
-                _unb64(name).decode("utf-8", "surrogatepass"),
+                b64_bytes(scheme).decode("ascii"),
+                b64_bytes(node).decode("utf-8", "surrogatepass"),
+                b64_bytes(name).decode("utf-8", "surrogatepass"),
                 int(holder),
                 int(hold),
                 int(token),
-                _unb64(secret),
+                b64_bytes(secret),
             )
         except (ValueError, binascii.Error) as error:  # UnicodeDecodeError is a ValueError
             raise InvalidArgumentError(f"a hand-off's field is malformed: {error}") from None
@@ -129,13 +129,3 @@ def check_handoff(handoff: Handoff, scheme: str, node: str) -> None:
         raise InvalidArgumentError(
             f"the hand-off is of a hold in node {handoff.node!r}; this session is of {node!r}"
         )
-
-
-def _b64(raw: bytes) -> str:
-    return base64.urlsafe_b64encode(raw).decode("ascii").rstrip("=")
-
-
-def _unb64(text: str) -> bytes:
-    if not text or not text.isascii() or not re.fullmatch(r"[A-Za-z0-9_-]*", text):
-        raise ValueError(f"{text[:40]!r} is not base64url")
-    return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))

@@ -21,6 +21,8 @@ __all__ = [
     "MAX_TICKET_SECRET_BYTES",
     "TICKET_PREFIX",
     "SessionTicket",
+    "b64_bytes",
+    "b64_text",
     "check_ticket",
 ]
 
@@ -80,10 +82,10 @@ class SessionTicket:
     def to_str(self) -> str:
         """The ticket as URL-safe ASCII (``t1.`` and dot-separated base64url fields)."""
         fields = (
-            _b64(self.scheme.encode("ascii")),
+            b64_text(self.scheme.encode("ascii")),
             str(self.session_id),
-            _b64(self.node.encode("utf-8", "surrogatepass")),
-            _b64(self.secret),
+            b64_text(self.node.encode("utf-8", "surrogatepass")),
+            b64_text(self.secret),
         )
         return TICKET_PREFIX + ".".join(fields)
 
@@ -108,10 +110,10 @@ class SessionTicket:
             raise InvalidArgumentError(f"a session ticket's id is not a number: {session_id!r}")
         try:
             return cls(
-                _unb64(scheme).decode("ascii"),
-                _unb64(node).decode("utf-8", "surrogatepass"),
+                b64_bytes(scheme).decode("ascii"),
+                b64_bytes(node).decode("utf-8", "surrogatepass"),
                 int(session_id),
-                _unb64(secret),
+                b64_bytes(secret),
             )
         except (ValueError, binascii.Error) as error:  # UnicodeDecodeError is a ValueError
             raise InvalidArgumentError(f"a session ticket's field is malformed: {error}") from None
@@ -134,11 +136,17 @@ def check_ticket(ticket: SessionTicket, scheme: str, node: str) -> None:
         )
 
 
-def _b64(raw: bytes) -> str:
+def b64_text(raw: bytes) -> str:
+    """``raw`` as unpadded base64url: a field of a ticket's or a hand-off's string."""
     return base64.urlsafe_b64encode(raw).decode("ascii").rstrip("=")
 
 
-def _unb64(text: str) -> bytes:
+def b64_bytes(text: str) -> bytes:
+    """The bytes of a field :func:`b64_text` wrote.
+
+    Raises:
+        ValueError: ``text`` is not unpadded base64url (or empty).
+    """
     if not text or not text.isascii() or not re.fullmatch(r"[A-Za-z0-9_-]*", text):
         raise ValueError(f"{text[:40]!r} is not base64url")
     return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
