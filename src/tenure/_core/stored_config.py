@@ -19,6 +19,7 @@ from typing import Final
 from tenure._core.values import RENAMED_SETTINGS, NodeConfig
 
 __all__ = [
+    "LEFT_OUT_UNSET",
     "STORED_NAMES",
     "config_from_stored",
     "config_to_stored",
@@ -49,9 +50,21 @@ def current_names(stored: Mapping[str, object]) -> dict[str, object]:
     return _renamed(stored, RENAMED_SETTINGS)
 
 
+#: Settings a record leaves out while they are None (their default): newer than the
+#: readers that read these records with ``NodeConfig(**stored)``, which refuse a name
+#: they do not know, so a node that does not set one stays readable by an older
+#: client of the same store (one that sets it is refused there, as it must be).
+LEFT_OUT_UNSET: Final = ("max_hold",)
+
+
 def config_to_stored(config: NodeConfig) -> dict[str, object]:
-    """Every setting of ``config`` by its stored name (what the stores' records hold)."""
-    return stored_names(dataclasses.asdict(config))
+    """Every setting of ``config`` by its stored name (what the stores' records hold),
+    but those of :data:`LEFT_OUT_UNSET` that are not set."""
+    stored = stored_names(dataclasses.asdict(config))
+    for name in LEFT_OUT_UNSET:
+        if stored.get(name, 0) is None:
+            del stored[name]
+    return stored
 
 
 def config_from_stored(stored: Mapping[str, object]) -> NodeConfig:
