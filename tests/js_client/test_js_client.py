@@ -4,7 +4,10 @@
 registry, ``npm test`` compiles it with ``tsc --strict`` and runs node's test runner
 (``node --test``) against real ``tenure serve`` processes that the JS tests start
 with this interpreter (``TENURE_PYTHON``). The cross-language test puts a Python
-holder and a JS waiter (``clients/js/test/cross_waiter.ts``) on one mutex.
+holder and a JS waiter (``clients/js/test/cross_waiter.ts``) on one mutex. The
+failover test holds a lock from JS (``clients/js/test/cluster_holder.ts``) through a
+three-member cluster (over the run's etcd, leases of 2 s) whose leader is killed
+with SIGKILL.
 
 Where node or npm is missing, or older than the package's ``engines.node``, the
 tests skip, saying so, on a developer's machine and *fail* under ``CI=true``
@@ -25,6 +28,8 @@ from typing import Any, Final
 import pytest
 
 import tenure
+from tests.cluster.harness import TenureCluster
+from tests.etcd.cluster import EtcdCluster
 from tests.server.wire import ServerProcess
 from tests.servers import require
 
@@ -179,3 +184,69 @@ async def _until_waiters(semaphore: Any, sessions: list[int]) -> None:
             return
         await asyncio.sleep(0.02)
     raise AssertionError(f"waiters never became {sessions}: {state.waiters}")
+
+
+#: The wait for the new leader and the client's move (leases of 2 s).
+FAILOVER_S = 30.0
+
+
+@pytest.mark.timeout(NPM_CI_S + 90)
+async def test_a_js_lock_survives_the_leader_killed_and_tokens_never_go_back(
+    installed: None, tmp_path: Path, etcd_member: EtcdCluster
+) -> None:
+    with TenureCluster(tmp_path / "cluster", etcd_member.endpoints) as cluster:
+        url = cluster.url()
+        process = await asyncio.create_subprocess_exec(
+            "node",
+            str(JS_DIR / "dist" / "test" / "cluster_holder.js"),
+            url,
+            "failover",
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+            env=_env(),
+        )
+        holder = Waiter(process)
+        try:
+            granted = await holder.next("granted")
+            first = int(granted["token"])
+            async with (
+                tenure.connect(url) as client,
+                client.session("failover", recovery_window=20.0) as session,
+            ):
+                waiting = asyncio.ensure_future(session.mutex("job").lock())
+                await _until_queued(session, "job")
+
+                old = cluster.leader()
+                await asyncio.to_thread(old.kill)  # SIGKILL
+                new = await asyncio.to_thread(cluster.leader, excluding=old)
+                assert new is not old
+
+                await holder.tell("check")
+                checked = await asyncio.wait_for(holder.next("checked"), FAILOVER_S)
+                assert checked["jobLost"] is False
+                assert checked["sessionLost"] is False
+                assert checked["jobOwners"] == [[granted["session"], str(first)]]
+                other = int(checked["other"])
+                assert other > first
+                assert not waiting.done()  # still behind the JS holder
+                await holder.next("released")
+                lock = await asyncio.wait_for(waiting, WAIT_S)
+                assert lock.token > other
+                await lock.release()
+            await holder.next("done")
+            assert await asyncio.wait_for(process.wait(), WAIT_S) == 0
+        finally:
+            if process.returncode is None:
+                process.kill()
+                await process.wait()
+
+
+async def _until_queued(session: tenure.Session, name: str) -> None:
+    """Until ``session`` waits in ``name``'s queue (bounded)."""
+    for _ in range(int(WAIT_S / 0.02)):
+        state = await session.semaphore(name).describe(waiters=True)
+        if [w.session_id for w in state.waiters] == [session.id]:
+            return
+        await asyncio.sleep(0.02)
+    raise AssertionError(f"{name}: never queued")

@@ -87,6 +87,11 @@ export async function connect(url: string, options: ConnectOptions = {}): Promis
   const parsed = parseUrl(url, { token: options.token });
   const name = options.name ?? (process.argv[1] ?? "node").split("/").pop() ?? "node";
   const link = new Link({ url: parsed, clientName: name, ca: options.ca });
-  await link.open(); // fail now, naming the doors, rather than at the first call
+  try {
+    await link.open(); // fail now, naming the doors, rather than at the first call
+  } catch (error) {
+    link.close();
+    throw error;
+  }
   return new Client(link, name);
 }

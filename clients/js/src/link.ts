@@ -40,6 +40,8 @@ export const CONNECT_TIMEOUT = 5_000;
 /** Pings go at least this often (ms), faster when a window or idle timeout asks. */
 export const DEFAULT_PING_INTERVAL = 5_000;
 const MIN_PATIENCE = 2_000;
+/** Attempts (each over every door, about 1.5 s in all) before a call without sessions fails. */
+const GIVE_UP_ATTEMPTS = 5;
 
 interface Pending {
   resolve(value: unknown): void;
@@ -118,6 +120,7 @@ export class Link {
   private closing = false;
   private readonly timer: NodeJS.Timeout;
   private leaderHint: Door | null = null;
+  private lastDoor: Door | null = null;
 
   constructor(private readonly options: LinkOptions) {
     this.timer = setInterval(() => this.keepalive(), 50);
@@ -176,10 +179,20 @@ export class Link {
 
   private async reconnect(): Promise<Connection> {
     let pause = 50;
+    let attempts = 0;
     for (;;) {
       if (this.closing) throw new ClientClosedError("the client is closed");
       const failures: string[] = [];
-      for (const door of this.doorsInOrder()) {
+      // One attempt: the leader last named first, then every door; a leader a
+      // standby names is tried next, and no address twice (docs/protocol.md 16).
+      const queue = this.doorsInOrder();
+      const tried = new Set<string>();
+      while (queue.length > 0) {
+        const door = queue.shift()!;
+        const address = `${door.host}:${door.port}`;
+        if (tried.has(address)) continue;
+        tried.add(address);
+        this.leaderHint = null;
         try {
           const connection = await this.dial(door);
           const id = Buffer.from(connection.welcome.instanceId).toString("hex");
@@ -194,25 +207,30 @@ export class Link {
           if (error instanceof ClientClosedError) throw error;
           // A refusal that another attempt cannot fix is the caller's to see.
           if (error instanceof TenureError && isFinal(error)) throw error;
-          failures.push(`${door.host}:${door.port}: ${(error as Error).message}`);
+          failures.push(`${address}: ${(error as Error).message}`);
+          const hint = this.leaderHint as Door | null;
+          if (hint !== null) queue.unshift(hint);
         }
       }
-      if (this.sessions.size === 0 && failures.length > 0 && pause > 1_000) {
+      attempts += 1;
+      // Without sessions to keep, a caller waits for an answer, not for ever.
+      if (this.sessions.size === 0 && attempts >= GIVE_UP_ATTEMPTS) {
         throw new UnavailableError(`could not connect: ${failures.join("; ")}`);
       }
       await new Promise((resolve) => setTimeout(resolve, pause * (0.5 + Math.random())));
-      pause = Math.min(pause * 2, 2_000);
+      pause = Math.min(pause * 2, 1_000);
     }
   }
 
   private doorsInOrder(): Door[] {
     const doors = [...this.options.url.doors];
-    if (this.leaderHint !== null) {
-      const hint = this.leaderHint;
-      const known = doors.findIndex((d) => d.host === hint.host && d.port === hint.port);
-      if (known >= 0) doors.splice(known, 1);
-      doors.unshift(hint);
+    const last = this.lastDoor;
+    if (last !== null) {
+      // Start from the door connected to last, as Python's client does.
+      const at = doors.findIndex((d) => d.host === last.host && d.port === last.port);
+      if (at > 0) doors.push(...doors.splice(0, at));
     }
+    if (this.leaderHint !== null) doors.unshift(this.leaderHint);
     return doors;
   }
 
@@ -301,7 +319,7 @@ export class Link {
                 reject(new UnavailableError(`${door.host}:${door.port} is a ${message.role || "standalone server"}, not a leader`));
                 return;
               }
-              this.leaderHint = null;
+              this.lastDoor = door;
               connection = new Connection(socket, message, door);
               resolve({ connection });
               continue;

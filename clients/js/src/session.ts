@@ -215,6 +215,11 @@ export class Session implements LinkSession, LeaseKeeper, AsyncDisposable {
   private async sendAcquire(waiter: Waiter): Promise<void> {
     const connection = await this.attached.catch(() => null);
     if (connection === null || !this.waiters.has(waiter.requestId)) return;
+    if (waiter.abortedWith !== undefined) {
+      // Aborted while its first sending was lost: nothing to withdraw.
+      waiter.reject(abortError(waiter.abortedWith));
+      return;
+    }
     const left = waiter.deadline === null ? null : Math.max(0, waiter.deadline - Date.now());
     try {
       const result = readAcquireResult(await connection.request(waiter.command(left)));
@@ -244,7 +249,12 @@ export class Session implements LinkSession, LeaseKeeper, AsyncDisposable {
     const key = holdKey(name, hold);
     if (this.leases.get(key)?.token === token) this.leases.delete(key);
     if (this.ended) return;
-    await this.call(commands.release(this.sessionId, name, hold));
+    try {
+      await this.call(commands.release(this.sessionId, name, hold));
+    } catch (error) {
+      // The session ended meanwhile: everything it held is released with it.
+      if (!(error instanceof LostError)) throw error;
+    }
   }
 
   /** @internal arm a watch's handler under `watchId`. */
