@@ -3,6 +3,7 @@
  */
 import { DEFAULT_NODE_CONFIG, commands, readNil, readNodeDescription, readNodePage, type NodeConfig, type NodeDescription } from "./commands.js";
 import { Link } from "./link.js";
+import { releaseClaim } from "./claim.js";
 import { openSession, type Session, type SessionOptions } from "./session.js";
 import { parseUrl } from "./url.js";
 
@@ -55,6 +56,11 @@ export class Client implements AsyncDisposable {
       if (page.length < 1000) return names;
       after = page[page.length - 1]!;
     }
+  }
+
+  /** Release the claim `id` of `name` in `node` (from any process); whether it shortened a live claim. */
+  async releaseClaim(node: string, name: string, id: string): Promise<boolean> {
+    return releaseClaim(this.link, node, name, id);
   }
 
   /** A session on `node`: new, or the live one `resume` (a ticket) names. */

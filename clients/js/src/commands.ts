@@ -156,7 +156,45 @@ export const commands = {
     expected,
     data,
   ],
+  claimName: (sessionId: number, name: string, claimId: string, atLeastMs: number, atMostMs: number, data: Uint8Array): WireCommand => [
+    34,
+    sessionId,
+    name,
+    claimId,
+    seconds(atLeastMs, "atLeast"),
+    seconds(atMostMs, "atMost"),
+    data,
+    0.0, // `at`: set by the server
+  ],
+  releaseClaim: (node: string, name: string, claimId: string): WireCommand => [35, node, name, claimId, 0.0],
 } as const;
+
+/** A claim as the server holds it (ClaimRecord); times in ms (`grantedAt` since the epoch). */
+export interface ClaimRecord {
+  readonly id: string;
+  readonly token: bigint;
+  readonly grantedAt: number;
+  readonly atLeast: number;
+  readonly atMost: number;
+  readonly releasedAt: number | null;
+  readonly sessionId: number;
+  readonly data: Uint8Array;
+}
+/** Read a ClaimRecord reply. */
+export function readClaimRecord(value: unknown): ClaimRecord {
+  const v = tagged(value, "ClaimRecord", 12, 8);
+  const released = optional(v[5], "ClaimRecord.released_at", float);
+  return {
+    id: str(v[0], "ClaimRecord.id"),
+    token: u64(v[1], "ClaimRecord.token"),
+    grantedAt: float(v[2], "ClaimRecord.granted_at") * 1000,
+    atLeast: float(v[3], "ClaimRecord.at_least") * 1000,
+    atMost: float(v[4], "ClaimRecord.at_most") * 1000,
+    releasedAt: released === null ? null : released * 1000,
+    sessionId: uint(v[6], "ClaimRecord.session_id"),
+    data: bin(v[7], "ClaimRecord.data"),
+  };
+}
 
 /** A reply that must be nil. */
 export function readNil(value: unknown, field: string): void {

@@ -13,8 +13,12 @@ export { Client, connect, type ConnectOptions } from "./client.js";
 export { Session, parseTicket, type SessionOptions } from "./session.js";
 export { Mutex, Semaphore, type AcquireOptions, type WaitOptions, type WatchOptions } from "./semaphore.js";
 export { Lease } from "./lease.js";
+export { Election, Leadership, type LeaderState } from "./election.js";
+export { RWLock, type LockOptions, type RWLockDescription } from "./rwlock.js";
+export { Claim } from "./claim.js";
 export {
   DEFAULT_NODE_CONFIG,
+  type ClaimRecord,
   type ClientIdentity,
   type NodeConfig,
   type NodeDescription,

@@ -10,7 +10,12 @@ import { LeaseLostError, LostError } from "./errors.js";
 export interface LeaseKeeper {
   /** Give the grant of hold `hold` on `name` back. */
   releaseHold(name: string, hold: number, token: bigint): Promise<void>;
+  /** Replace the owner data of hold `hold` on `name` (same count, same token). */
+  restateHold(name: string, hold: number, count: bigint, data: Uint8Array): Promise<bigint>;
 }
+
+/** What makes a lease of a kind (a plain `Lease`, a `Leadership`). */
+export type LeaseKind = new (keeper: LeaseKeeper, name: string, hold: number, token: bigint, count: bigint) => Lease;
 
 /** One grant a session holds. */
 export class Lease implements AsyncDisposable {
@@ -19,7 +24,7 @@ export class Lease implements AsyncDisposable {
   private lostWith: LostError | null = null;
 
   constructor(
-    private readonly keeper: LeaseKeeper,
+    protected readonly keeper: LeaseKeeper,
     /** The semaphore's name. */
     readonly name: string,
     /** The session's hold number on it (0 unless it holds it more than once). */
@@ -51,6 +56,12 @@ export class Lease implements AsyncDisposable {
     this.ended = true;
     this.controller.abort(new LeaseLostError(`the lease on ${this.name} was released`));
     await this.keeper.releaseHold(this.name, this.hold, this.token);
+  }
+
+  /** Replace this hold's owner data in place: the same tokens, the same fencing token. */
+  async restate(data: Uint8Array): Promise<void> {
+    if (this.ended) throw this.lostWith ?? new LeaseLostError(`the lease on ${this.name} was released`);
+    await this.keeper.restateHold(this.name, this.hold, this.count, data);
   }
 
   /** The session learnt that the hold ended: fire the signal with `error`. */

@@ -31,10 +31,13 @@ import {
   TenureError,
   errorFromCode,
 } from "./errors.js";
-import { Lease, type LeaseKeeper } from "./lease.js";
+import { Lease, type LeaseKeeper, type LeaseKind } from "./lease.js";
 import type { Connection, Link, LinkSession } from "./link.js";
 import type { WireCommand } from "./codec.js";
 import { Mutex, Semaphore } from "./semaphore.js";
+import { Election } from "./election.js";
+import { RWLock } from "./rwlock.js";
+import { claimName, type Claim } from "./claim.js";
 
 /** What `client.session(node, options)` takes. */
 export interface SessionOptions {
@@ -48,6 +51,7 @@ export interface SessionOptions {
 
 /** One acquire of this session, from its sending to its grant or end. */
 interface Waiter {
+  readonly kind: LeaseKind;
   readonly name: string;
   readonly hold: number;
   readonly requestId: number;
@@ -151,6 +155,25 @@ export class Session implements LinkSession, LeaseKeeper, AsyncDisposable {
     return new Semaphore(this, name);
   }
 
+  /** The leader election `name`. */
+  election(name: string): Election {
+    return new Election(this, name);
+  }
+
+  /** The readers-writer lock `name`. */
+  rwlock(name: string): RWLock {
+    return new RWLock(this, name);
+  }
+
+  /**
+   * Claim `name` for at least `atLeast` and at most `atMost` ms of the server's clock
+   * (not tied to this session): the claim, or null if another holds it now.
+   */
+  async claim(name: string, options: { atLeast: number; atMost: number; data?: Uint8Array }): Promise<Claim | null> {
+    // A claim sent again after a lost answer is the same claim (its id): safe to retry.
+    return claimName(this.link, (command) => this.call(command), this.node, this.sessionId, name, options);
+  }
+
   /** Send `command` once the session is attached; again after a lost connection if `retry`. */
   async call(command: WireCommand, retry = true): Promise<unknown> {
     for (;;) {
@@ -172,6 +195,7 @@ export class Session implements LinkSession, LeaseKeeper, AsyncDisposable {
     timeoutMs: number | null;
     ephemeral: boolean;
     signal?: AbortSignal | undefined;
+    kind?: LeaseKind;
   }): Promise<Lease | null> {
     this.throwIfEnded();
     a.signal?.throwIfAborted();
@@ -189,6 +213,7 @@ export class Session implements LinkSession, LeaseKeeper, AsyncDisposable {
         this.waiters.delete(requestId);
       };
       const waiter: Waiter = {
+        kind: a.kind ?? Lease,
         name: a.name,
         hold,
         requestId,
@@ -233,7 +258,7 @@ export class Session implements LinkSession, LeaseKeeper, AsyncDisposable {
   }
 
   private granted(waiter: Waiter, token: bigint, count: bigint): void {
-    const lease = new Lease(this, waiter.name, waiter.hold, token, count);
+    const lease = new waiter.kind(this, waiter.name, waiter.hold, token, count);
     this.leases.set(holdKey(waiter.name, waiter.hold), lease);
     if (waiter.abortedWith !== undefined) {
       // Granted as the cancel crossed it: give it back, the caller gave up.
@@ -255,6 +280,17 @@ export class Session implements LinkSession, LeaseKeeper, AsyncDisposable {
       // The session ended meanwhile: everything it held is released with it.
       if (!(error instanceof LostError)) throw error;
     }
+  }
+
+  /** @internal LeaseKeeper: new owner data for a hold, at once (no more tokens than held). */
+  async restateHold(name: string, hold: number, count: bigint, data: Uint8Array): Promise<bigint> {
+    this.nextRequestId += 1;
+    const command = commands.acquire({ sessionId: this.sessionId, name, count, requestId: this.nextRequestId, data, timeoutMs: 0, ephemeral: false, leaseTtlMs: null, hold });
+    const result = readAcquireResult(await this.call(command));
+    if (result.status !== GRANTED || result.token === null) {
+      throw new LeaseLostError(`the hold on ${name} could not be restated: it is no longer held`);
+    }
+    return result.token;
   }
 
   /** @internal arm a watch's handler under `watchId`. */
