@@ -134,6 +134,13 @@ export const commands = {
     a.hold,
   ],
   release: (sessionId: number, name: string, hold: number): WireCommand => [22, sessionId, name, hold],
+  renew: (sessionId: number, name: string, hold: number, ttlMs: number | null): WireCommand => [
+    24,
+    sessionId,
+    name,
+    ms(ttlMs, "leaseTtl"),
+    hold,
+  ],
   cancelAcquire: (sessionId: number, name: string, requestId: number, hold: number): WireCommand => [
     23,
     sessionId,

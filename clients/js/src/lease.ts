@@ -10,6 +10,8 @@ import { LeaseLostError, LostError } from "./errors.js";
 export interface LeaseKeeper {
   /** Give the grant of hold `hold` on `name` back. */
   releaseHold(name: string, hold: number, token: bigint): Promise<void>;
+  /** Renew the grant of hold `hold` (its TTL, or `ttlMs`); the TTL in force, ms. */
+  renewHold(name: string, hold: number, token: bigint, ttlMs: number | null): Promise<number>;
   /** Replace the owner data of hold `hold` on `name` (same count, same token). */
   restateHold(name: string, hold: number, count: bigint, data: Uint8Array): Promise<bigint>;
 }
@@ -56,6 +58,15 @@ export class Lease implements AsyncDisposable {
     this.ended = true;
     this.controller.abort(new LeaseLostError(`the lease on ${this.name} was released`));
     await this.keeper.releaseHold(this.name, this.hold, this.token);
+  }
+
+  /**
+   * Extend a grant that has a lease TTL (`leaseTtl` when acquired) for `ttlMs` more
+   * (default: its TTL); the TTL in force, ms. A `LeaseLostError` if it already ended.
+   */
+  async renew(ttlMs: number | null = null): Promise<number> {
+    if (this.ended) throw this.lostWith ?? new LeaseLostError(`the lease on ${this.name} was released`);
+    return this.keeper.renewHold(this.name, this.hold, this.token, ttlMs);
   }
 
   /** Replace this hold's owner data in place: the same tokens, the same fencing token. */

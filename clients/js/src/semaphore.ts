@@ -56,6 +56,8 @@ export interface AcquireOptions extends WaitOptions {
   readonly data?: Uint8Array;
   /** Create the semaphore (limit 2^64−1) if it is missing; it lives while held or awaited. */
   readonly ephemeral?: boolean;
+  /** The grant's lease, ms: it ends unless `lease.renew()` is called within it (default: the node's). */
+  readonly leaseTtl?: number;
 }
 
 /** What `semaphore.watch` watches. */
@@ -89,6 +91,7 @@ export class Semaphore {
       timeoutMs: options.timeout ?? null,
       ephemeral: options.ephemeral ?? false,
       signal: options.signal,
+      leaseTtlMs: options.leaseTtl,
     });
     if (lease === null) throw new TimeoutError(`the semaphore ${this.name} has not ${options.count ?? 1} tokens free`);
     return lease;
@@ -102,6 +105,7 @@ export class Semaphore {
       data: options.data,
       timeoutMs: 0,
       ephemeral: options.ephemeral ?? false,
+      leaseTtlMs: options.leaseTtl,
     });
   }
 

@@ -26,6 +26,7 @@ import {
   ErrorCode,
   LeaseLostError,
   LostError,
+  NotFoundError,
   SessionClosedError,
   SessionExpiredError,
   TenureError,
@@ -34,6 +35,7 @@ import {
 import { Lease, type LeaseKeeper, type LeaseKind } from "./lease.js";
 import type { Connection, Link, LinkSession } from "./link.js";
 import type { WireCommand } from "./codec.js";
+import { float } from "./wire.js";
 import { Mutex, Semaphore } from "./semaphore.js";
 import { Election } from "./election.js";
 import { RWLock } from "./rwlock.js";
@@ -196,6 +198,8 @@ export class Session implements LinkSession, LeaseKeeper, AsyncDisposable {
     ephemeral: boolean;
     signal?: AbortSignal | undefined;
     kind?: LeaseKind;
+    /** The grant's lease TTL, ms: it ends unless renewed within it (null: as long as the session). */
+    leaseTtlMs?: number | null | undefined;
   }): Promise<Lease | null> {
     this.throwIfEnded();
     a.signal?.throwIfAborted();
@@ -219,7 +223,7 @@ export class Session implements LinkSession, LeaseKeeper, AsyncDisposable {
         requestId,
         deadline,
         command: (timeoutMs) =>
-          commands.acquire({ sessionId: this.sessionId, name: a.name, count: a.count, requestId, data: a.data, timeoutMs, ephemeral: a.ephemeral, leaseTtlMs: null, hold }),
+          commands.acquire({ sessionId: this.sessionId, name: a.name, count: a.count, requestId, data: a.data, timeoutMs, ephemeral: a.ephemeral, leaseTtlMs: a.leaseTtlMs ?? null, hold }),
         resolve: (lease) => {
           done();
           resolve(lease);
@@ -291,6 +295,23 @@ export class Session implements LinkSession, LeaseKeeper, AsyncDisposable {
       throw new LeaseLostError(`the hold on ${name} could not be restated: it is no longer held`);
     }
     return result.token;
+  }
+
+  /** @internal LeaseKeeper: renew a grant with a lease TTL; the TTL in force, ms. */
+  async renewHold(name: string, hold: number, token: bigint, ttlMs: number | null): Promise<number> {
+    try {
+      return float(await this.call(commands.renew(this.sessionId, name, hold, ttlMs)), "Renew") * 1000;
+    } catch (error) {
+      if (!(error instanceof NotFoundError)) throw error;
+      // The grant is gone (its TTL ran out: a LeaseLost push says so, or will).
+      const lease = this.leases.get(holdKey(name, hold));
+      const lost = new LeaseLostError(`the lease on ${name} ended before it was renewed`);
+      if (lease !== undefined && lease.token === token) {
+        this.leases.delete(holdKey(name, hold));
+        lease.markLost(lost);
+      }
+      throw lost;
+    }
   }
 
   /** @internal arm a watch's handler under `watchId`. */

@@ -3,6 +3,7 @@ import { after, before, test } from "node:test";
 import assert from "node:assert/strict";
 import {
   AlreadyExistsError,
+  LeaseLostError,
   NotFoundError,
   TimeoutError,
   connect,
@@ -182,4 +183,20 @@ test("a ticket resumes the live session in another client: its holds, tokens unc
   } finally {
     await other.close();
   }
+});
+
+test("a grant with a lease TTL lives while renewed, and ends when not (LeaseLost)", async () => {
+  const n = await node();
+  const session = await client.session(n);
+  await session.semaphore("ttl").create({ limit: 1 });
+  const lease = await session.semaphore("ttl").acquire({ leaseTtl: 5_000 });
+  assert.equal(await lease.renew(), 5_000); // its own TTL again, from now
+  assert.equal(await lease.renew(300), 300); // then a short one, left to run out
+  await until(() => lease.signal.aborted, "the lease ended unrenewed");
+  assert.ok(lease.signal.reason instanceof LeaseLostError);
+  await assert.rejects(lease.renew(), LeaseLostError);
+  // The session lives on, and the semaphore is free again.
+  const next = await session.semaphore("ttl").tryAcquire();
+  assert.ok(next !== null && next.token > lease.token);
+  await next.release();
 });
