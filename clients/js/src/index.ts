@@ -11,7 +11,7 @@
  */
 export { Client, connect, type ConnectOptions } from "./client.js";
 export { Session, parseTicket, type SessionOptions } from "./session.js";
-export { Mutex, Semaphore, type AcquireOptions, type WaitOptions, type WatchOptions } from "./semaphore.js";
+export { Mutex, Semaphore, SemaphoreWatch, type AcquireOptions, type WaitOptions, type WatchOptions } from "./semaphore.js";
 export { Lease } from "./lease.js";
 export { Election, Leadership, type LeaderState } from "./election.js";
 export { RWLock, type LockOptions, type RWLockDescription } from "./rwlock.js";

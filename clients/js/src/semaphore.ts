@@ -141,58 +141,102 @@ export class Semaphore {
    * default), in the order the server made them. Each step re-reads the latest state
    * (a watch fires once and is armed again by describing), so changes between two
    * reads may coalesce, but none after the last read is missed. A missing semaphore
-   * yields `exists: false`. Ends when `signal` aborts, `return()` is called or the
-   * session ends (then it throws the session's error).
+   * yields `exists: false`. Ends when `signal` aborts or `return()` is called (at
+   * once, even while a `next()` waits), or the session ends (then it throws the
+   * session's error).
    */
-  async *watch(options: WatchOptions = {}): AsyncGenerator<SemaphoreDescription, void, undefined> {
-    const flags = {
+  watch(options: WatchOptions = {}): SemaphoreWatch {
+    return new SemaphoreWatch(this.session, this.name, options);
+  }
+}
+
+/** One watch of a semaphore, as an async iterator (see `Semaphore.watch`). */
+export class SemaphoreWatch implements AsyncIterableIterator<SemaphoreDescription> {
+  private readonly flags: { owners: boolean; waiters: boolean; watchData: boolean; watchOwners: boolean; watchWaiters: boolean };
+  private watchId: number | null = null;
+  private first = true;
+  private fired = false;
+  private done = false;
+  private failure: Error | null = null;
+  private wake: (() => void) | null = null;
+  private readonly handler: WatchHandler = {
+    fired: () => this.poke(true),
+    rearm: () => this.poke(true), // describe again: reads the latest state, arms a new watch
+    end: (error) => {
+      this.failure = error;
+      this.poke(false);
+    },
+  };
+  private readonly onAbort = (): void => {
+    void this.return();
+  };
+
+  constructor(
+    private readonly session: Session,
+    private readonly name: string,
+    private readonly options: WatchOptions,
+  ) {
+    this.flags = {
       owners: options.owners ?? false,
       waiters: options.waiters ?? false,
       watchData: options.data ?? !(options.owners || options.waiters),
       watchOwners: options.owners ?? false,
       watchWaiters: options.waiters ?? false,
     };
-    let wake: (() => void) | null = null;
-    let failure: Error | null = null;
-    let fired = false;
-    const handler: WatchHandler = {
-      fired: () => {
-        fired = true;
-        wake?.();
-      },
-      rearm: () => {
-        fired = true; // describe again: reads the latest state, arms a new watch
-        wake?.();
-      },
-      end: (error) => {
-        failure = error;
-        wake?.();
-      },
-    };
-    const onAbort = (): void => wake?.();
-    options.signal?.addEventListener("abort", onAbort);
-    let watchId: number | null = null;
-    try {
-      for (;;) {
-        if (options.signal?.aborted) return;
-        fired = false;
-        const result = readDescribeResult(
-          await this.session.call(commands.describeSemaphore(this.session.sessionId, this.name, flags)),
-        );
-        watchId = result.watchId;
-        if (watchId !== null) this.session.addWatch(watchId, handler);
-        yield result.description;
-        while (!fired && failure === null && !options.signal?.aborted) {
-          await new Promise<void>((resolve) => {
-            wake = resolve;
-          });
-          wake = null;
-        }
-        if (failure !== null) throw failure;
-      }
-    } finally {
-      options.signal?.removeEventListener("abort", onAbort);
-      if (watchId !== null && !fired) this.session.dropWatch(watchId);
+    options.signal?.addEventListener("abort", this.onAbort, { once: true });
+  }
+
+  private poke(fired: boolean): void {
+    if (fired) {
+      this.fired = true;
+      this.watchId = null; // a fired watch is gone (the session dropped it)
     }
+    const wake = this.wake;
+    this.wake = null;
+    wake?.();
+  }
+
+  [Symbol.asyncIterator](): AsyncIterableIterator<SemaphoreDescription> {
+    return this;
+  }
+
+  async next(): Promise<IteratorResult<SemaphoreDescription, undefined>> {
+    if (!this.first) {
+      while (!this.fired && this.failure === null && !this.done) {
+        await new Promise<void>((resolve) => {
+          this.wake = resolve;
+        });
+      }
+    }
+    if (this.failure !== null) {
+      this.finish();
+      throw this.failure;
+    }
+    if (this.done || this.options.signal?.aborted) return this.finish();
+    this.first = false;
+    this.fired = false;
+    const result = readDescribeResult(
+      await this.session.call(commands.describeSemaphore(this.session.sessionId, this.name, this.flags)),
+    );
+    if (this.done) {
+      if (result.watchId !== null) this.session.dropWatch(result.watchId);
+      return this.finish();
+    }
+    this.watchId = result.watchId;
+    if (result.watchId !== null) this.session.addWatch(result.watchId, this.handler);
+    return { done: false, value: result.description };
+  }
+
+  async return(): Promise<IteratorResult<SemaphoreDescription, undefined>> {
+    return this.finish();
+  }
+
+  private finish(): IteratorResult<SemaphoreDescription, undefined> {
+    this.done = true;
+    this.options.signal?.removeEventListener("abort", this.onAbort);
+    if (this.watchId !== null) this.session.dropWatch(this.watchId);
+    this.watchId = null;
+    this.poke(false);
+    return { done: true, value: undefined };
   }
 }

@@ -2,7 +2,7 @@
 import { after, before, test } from "node:test";
 import assert from "node:assert/strict";
 import { LeaderChangedError, connect, type Client, type LeaderState, type Lease } from "../src/index.js";
-import { startServer, type Server } from "./server.js";
+import { startServer, type Server } from "../src/testing.js";
 import { unique, until, waiters } from "./helpers.js";
 
 let server: Server;

@@ -11,7 +11,7 @@ import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { AuthenticationError, LostError, SessionExpiredError, connect, type Client } from "../src/index.js";
-import { startServer, type Server } from "./server.js";
+import { startServer, type Server } from "../src/testing.js";
 import { unique, until, waiters } from "./helpers.js";
 
 let server: Server;

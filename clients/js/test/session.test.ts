@@ -10,7 +10,7 @@ import {
   type Client,
   type Lease,
 } from "../src/index.js";
-import { startServer, type Server } from "./server.js";
+import { startServer, type Server } from "../src/testing.js";
 import { unique, until, waiters } from "./helpers.js";
 
 let server: Server;
@@ -199,4 +199,24 @@ test("a grant with a lease TTL lives while renewed, and ends when not (LeaseLost
   const next = await session.semaphore("ttl").tryAcquire();
   assert.ok(next !== null && next.token > lease.token);
   await next.release();
+});
+
+test("return() or the signal ends a watch at once, even while a next() waits", { timeout: 30_000 }, async () => {
+  const n = await node();
+  const session = await client.session(n);
+  await session.semaphore("quiet").create({ limit: 1 });
+  const watch = session.semaphore("quiet").watch();
+  assert.equal((await watch.next()).done, false);
+  const waiting = watch.next(); // nothing changes: it would wait for ever
+  await watch.return();
+  assert.deepEqual(await waiting, { done: true, value: undefined });
+  const controller = new AbortController();
+  const watched = session.semaphore("quiet").watch({ signal: controller.signal });
+  await watched.next();
+  const pending = watched.next();
+  controller.abort();
+  assert.deepEqual(await pending, { done: true, value: undefined });
+  // No watch is left armed: a change now reaches nobody, and the session goes on.
+  await session.semaphore("quiet").update(utf8.encode("after"));
+  assert.equal(Buffer.from((await session.semaphore("quiet").describe()).data).toString(), "after");
 });

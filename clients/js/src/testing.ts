@@ -1,20 +1,28 @@
 /**
- * A real `tenure serve` for the tests: on a free loopback port (`--port 0`, read
- * back from its "listening" log line) and a temporary data directory, stopped by
- * its PID. The interpreter is `$TENURE_PYTHON`, else the repository's `.venv`.
+ * `tenure-client/testing`: a real `tenure serve` for tests (this package's, and
+ * yours): on a free loopback port (`--port 0`, read back from its "listening" log
+ * line) and a temporary data directory, stopped by its PID. The interpreter is
+ * `$TENURE_PYTHON`, else the `.venv` of the tenure checkout this package sits in,
+ * else `python3` (which must have `tenure[server]` installed).
  */
 import { spawn, type ChildProcess } from "node:child_process";
-import { mkdtempSync, rmSync } from "node:fs";
+import { existsSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
-import { join, resolve } from "node:path";
+import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 
-/** The repository's root (this file is clients/js/dist/test/server.js once built). */
-export const REPO = resolve(fileURLToPath(import.meta.url), "../../../../..");
+/** The tenure checkout this package sits in (its pyproject.toml's directory), or null. */
+export function checkout(): string | null {
+  for (let dir = dirname(fileURLToPath(import.meta.url)); dir !== dirname(dir); dir = dirname(dir)) {
+    if (existsSync(join(dir, "pyproject.toml")) && existsSync(join(dir, "src", "tenure"))) return dir;
+  }
+  return null;
+}
 
 /** The Python that runs `tenure`. */
 export function python(): string {
-  return process.env["TENURE_PYTHON"] ?? join(REPO, ".venv", "bin", "python");
+  const repo = checkout();
+  return process.env["TENURE_PYTHON"] ?? (repo === null ? "python3" : join(repo, ".venv", "bin", "python"));
 }
 
 /** One running server. */
