@@ -3,11 +3,13 @@
 ``npm ci`` installs the exact versions of its ``package-lock.json`` from the npm
 registry, ``npm test`` compiles it with ``tsc --strict`` and runs node's test runner
 (``node --test``) against real ``tenure serve`` processes that the JS tests start
-with this interpreter (``TENURE_PYTHON``). The cross-language test puts a Python
-holder and a JS waiter (``clients/js/test/cross_waiter.ts``) on one mutex. The
-failover test holds a lock from JS (``clients/js/test/cluster_holder.ts``) through a
-three-member cluster (over the run's etcd, leases of 2 s) whose leader is killed
-with SIGKILL.
+with this interpreter (``TENURE_PYTHON``); the same for ``clients/js/effect``
+(``tenure-effect-distributed-lock``: effect-distributed-lock over tenure).
+
+The cross-language test puts a Python holder and a JS waiter
+(``clients/js/test/cross_waiter.ts``) on one mutex. The failover test holds a lock
+from JS (``clients/js/test/cluster_holder.ts``) through a three-member cluster (over
+the run's etcd, leases of 2 s) whose leader is killed with SIGKILL.
 
 Where node or npm is missing, or older than the package's ``engines.node``, the
 tests skip, saying so, on a developer's machine and *fail* under ``CI=true``
@@ -35,6 +37,8 @@ from tests.servers import require
 
 REPO: Final = Path(__file__).resolve().parents[2]
 JS_DIR: Final = REPO / "clients" / "js"
+#: The effect-distributed-lock backing, a package of its own over ``JS_DIR``'s.
+EFFECT_DIR: Final = JS_DIR / "effect"
 #: Bounds of the npm steps (a first `npm ci` fetches from the registry).
 NPM_CI_S: Final = 300.0
 NPM_TEST_S: Final = 240.0
@@ -65,9 +69,9 @@ def _env() -> dict[str, str]:
     return {**os.environ, "TENURE_PYTHON": sys.executable, "PYTHONPATH": path}
 
 
-def _run(args: list[str], limit: float) -> subprocess.CompletedProcess[str]:
+def _run(args: list[str], limit: float, cwd: Path = JS_DIR) -> subprocess.CompletedProcess[str]:
     done = subprocess.run(
-        args, cwd=JS_DIR, env=_env(), capture_output=True, text=True, timeout=limit, check=False
+        args, cwd=cwd, env=_env(), capture_output=True, text=True, timeout=limit, check=False
     )
     assert done.returncode == 0, f"{args} exited {done.returncode}:\n{done.stdout}\n{done.stderr}"
     return done
@@ -81,10 +85,8 @@ def installed() -> None:
     _run(["npm", "run", "build"], NPM_TEST_S)
 
 
-@pytest.mark.timeout(NPM_CI_S + NPM_TEST_S)
-def test_npm_test_passes(installed: None) -> None:
-    """``npm test``: tsc --strict, then every node:test file, none failing or skipped."""
-    done = _run(["npm", "test"], NPM_TEST_S)
+def _passed(done: subprocess.CompletedProcess[str], at_least: int) -> None:
+    """node:test's summary says at least ``at_least`` passed, and nothing else happened."""
     summary = dict(
         line.removeprefix("# ").split(" ", 1)
         for line in done.stdout.splitlines()
@@ -92,13 +94,27 @@ def test_npm_test_passes(installed: None) -> None:
         and line.removeprefix("# ").split(" ")[0]
         in {"pass", "fail", "skipped", "todo", "cancelled"}
     )
-    assert int(summary["pass"]) >= 20, done.stdout
+    assert int(summary["pass"]) >= at_least, done.stdout
     assert (summary["fail"], summary["skipped"], summary["todo"], summary["cancelled"]) == (
         "0",
         "0",
         "0",
         "0",
     ), done.stdout
+
+
+@pytest.mark.timeout(NPM_CI_S + NPM_TEST_S)
+def test_npm_test_passes(installed: None) -> None:
+    """``npm test``: tsc --strict, then every node:test file, none failing or skipped."""
+    _passed(_run(["npm", "test"], NPM_TEST_S), at_least=28)
+
+
+@pytest.mark.timeout(2 * NPM_CI_S + NPM_TEST_S)
+def test_the_effect_backing_passes_the_seed_scenarios(installed: None) -> None:
+    """``npm ci`` and ``npm test`` of ``clients/js/effect``: effect-distributed-lock
+    0.0.11 itself, from the registry, on its README's scenarios over tenure."""
+    _run(["npm", "ci", "--no-audit", "--no-fund", "--loglevel=error"], NPM_CI_S, EFFECT_DIR)
+    _passed(_run(["npm", "test"], NPM_TEST_S, EFFECT_DIR), at_least=8)
 
 
 class Waiter:
