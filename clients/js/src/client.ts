@@ -5,7 +5,8 @@ import { DEFAULT_NODE_CONFIG, commands, readNil, readNodeDescription, readNodePa
 import { Link } from "./link.js";
 import { releaseClaim } from "./claim.js";
 import { openSession, type Session, type SessionOptions } from "./session.js";
-import { parseUrl } from "./url.js";
+import { doorText, parseUrl } from "./url.js";
+import { hash64 } from "./blake2b.js";
 
 /** What `connect` takes besides the URL (they win over its query). */
 export interface ConnectOptions {
@@ -17,55 +18,80 @@ export interface ConnectOptions {
   readonly name?: string;
 }
 
-/** A client of one tenure service. */
+/** One server of a sharded client (or the only service): its doors as written, its link. */
+interface Shard {
+  readonly doors: string;
+  readonly link: Link;
+}
+
+/** A client of one tenure service (or, `?sharded=true`, of several independent servers). */
 export class Client implements AsyncDisposable {
   private readonly sessions = new Set<Session>();
 
   /** @internal made by `connect`. */
   constructor(
-    private readonly link: Link,
+    private readonly shards: readonly Shard[],
     private readonly name: string,
   ) {}
 
+  /**
+   * The link of the server that holds `node`: the only one, or, sharded, the door whose
+   * hash with the node's name is highest (Python's `shard_for`: both clients agree).
+   */
+  private linkFor(node: string): Link {
+    let best = this.shards[0]!;
+    if (this.shards.length === 1) return best.link;
+    let bestHash = hash64(best.doors, node);
+    for (const shard of this.shards.slice(1)) {
+      const hash = hash64(shard.doors, node);
+      if (hash > bestHash) [best, bestHash] = [shard, hash];
+    }
+    return best.link;
+  }
+
   /** The protocol version spoken (6, or less to an older server). */
   get protocolVersion(): number {
-    return this.link.protocolVersion;
+    return Math.min(...this.shards.map((shard) => shard.link.protocolVersion));
   }
 
   /** Create the node `name` (settings: `tenure.NodeConfig()`'s, overridden by `config`). */
   async createNode(name: string, config: Partial<NodeConfig> = {}): Promise<void> {
-    readNil(await this.link.request(commands.createNode(name, { ...DEFAULT_NODE_CONFIG, ...config })), "CreateNode");
+    readNil(await this.linkFor(name).request(commands.createNode(name, { ...DEFAULT_NODE_CONFIG, ...config })), "CreateNode");
   }
 
   /** The node's settings and counts. */
   async describeNode(name: string): Promise<NodeDescription> {
-    return readNodeDescription(await this.link.request(commands.describeNode(name)));
+    return readNodeDescription(await this.linkFor(name).request(commands.describeNode(name)));
   }
 
   /** Drop the node; with `force`, even with live sessions (which end). */
   async dropNode(name: string, options: { force?: boolean } = {}): Promise<void> {
-    readNil(await this.link.request(commands.dropNode(name, options.force ?? false)), "DropNode");
+    readNil(await this.linkFor(name).request(commands.dropNode(name, options.force ?? false)), "DropNode");
   }
 
-  /** Every node's name, in code point order. */
+  /** Every node's name, in code point order (of every server, sharded). */
   async listNodes(): Promise<string[]> {
-    const names: string[] = [];
-    for (let after = ""; ; ) {
-      const page = readNodePage(await this.link.request(commands.listNodes(after, 1000)));
-      names.push(...page);
-      if (page.length < 1000) return names;
-      after = page[page.length - 1]!;
+    const names = new Set<string>();
+    for (const { link } of this.shards) {
+      for (let after = ""; ; ) {
+        const page = readNodePage(await link.request(commands.listNodes(after, 1000)));
+        for (const name of page) names.add(name);
+        if (page.length < 1000) break;
+        after = page[page.length - 1]!;
+      }
     }
+    // Code point order, as the server sorts (not UTF-16's).
+    return [...names].sort((a, b) => (Buffer.compare(Buffer.from(a), Buffer.from(b))));
   }
 
   /** Release the claim `id` of `name` in `node` (from any process); whether it shortened a live claim. */
   async releaseClaim(node: string, name: string, id: string): Promise<boolean> {
-    return releaseClaim(this.link, node, name, id);
+    return releaseClaim(this.linkFor(node), node, name, id);
   }
 
   /** A session on `node`: new, or the live one `resume` (a ticket) names. */
   async session(node: string, options: SessionOptions = {}): Promise<Session> {
-    const session = await openSession(this.link, this.name, node, options);
+    const session = await openSession(this.linkFor(node), this.name, node, options);
     this.sessions.add(session);
     session.signal.addEventListener("abort", () => this.sessions.delete(session), { once: true });
     return session;
@@ -73,13 +99,13 @@ export class Client implements AsyncDisposable {
 
   /** Abort the connection (it is made again and sessions re-attach): for tests. */
   dropConnection(): void {
-    this.link.drop();
+    for (const { link } of this.shards) link.drop();
   }
 
   /** Close every session, then the connection. */
   async close(): Promise<void> {
     await Promise.allSettled([...this.sessions].map((session) => session.close()));
-    this.link.close();
+    for (const { link } of this.shards) link.close();
   }
 
   /** `await using client = await connect(url)` closes it. */
@@ -88,16 +114,25 @@ export class Client implements AsyncDisposable {
   }
 }
 
-/** Connect to the service `url` names (`tenure://h1:6388,h2:6388?token=...`, `tenures://...`). */
+/**
+ * Connect to the service `url` names: `tenure://h1:6388,h2:6388` (the doors of one
+ * service, a cluster's members), `?token=`, `tenures://` (TLS), or
+ * `tenure://h1:6388,h2:6388?sharded=true` (independent servers, each node on one).
+ */
 export async function connect(url: string, options: ConnectOptions = {}): Promise<Client> {
   const parsed = parseUrl(url, { token: options.token });
   const name = options.name ?? (process.argv[1] ?? "node").split("/").pop() ?? "node";
-  const link = new Link({ url: parsed, clientName: name, ca: options.ca });
+  const groups = parsed.sharded ? parsed.doors.map((door) => [door]) : [parsed.doors];
+  const shards = groups.map((doors) => ({
+    doors: doors.map(doorText).join(","),
+    link: new Link({ url: { ...parsed, doors }, clientName: name, ca: options.ca }),
+  }));
   try {
-    await link.open(); // fail now, naming the doors, rather than at the first call
+    // Fail now, naming the doors, rather than at the first call.
+    await Promise.all(shards.map((shard) => shard.link.open()));
   } catch (error) {
-    link.close();
+    for (const shard of shards) shard.link.close();
     throw error;
   }
-  return new Client(link, name);
+  return new Client(shards, name);
 }

@@ -4,7 +4,7 @@
  * options `token`, `ca` (a PEM file for `tenures://`), `server_hostname` and `sharded`.
  * Options given to `connect` win over the URL's query; unknown ones are refused.
  */
-import { InvalidArgumentError, UnsupportedError } from "./errors.js";
+import { InvalidArgumentError } from "./errors.js";
 
 /** The port of `tenure serve` unless a door names another. */
 export const DEFAULT_PORT = 6388;
@@ -22,9 +22,25 @@ export interface ParsedUrl {
   readonly token: string | null;
   readonly ca: string | null;
   readonly serverHostname: string | null;
+  /** Independent servers, each holding the nodes that hash to it (`?sharded=true`). */
+  readonly sharded: boolean;
 }
 
 const KNOWN = new Set(["token", "ca", "server_hostname", "sharded"]);
+/** How `sharded` may be spelt, and what each spelling means (as Python's). */
+const SHARDED = new Map([
+  ["true", true],
+  ["1", true],
+  ["yes", true],
+  ["false", false],
+  ["0", false],
+  ["no", false],
+]);
+
+/** A door as Python writes it (`Door.__str__`): what sharding hashes. */
+export function doorText(door: Door): string {
+  return `${door.host.includes(":") ? `[${door.host}]` : door.host}:${door.port}`;
+}
 
 function door(text: string, url: string): Door {
   const match = /^(\[[^\]]+\]|[^:[\]]+)(?::(\d+))?$/.exec(text);
@@ -52,11 +68,9 @@ export function parseUrl(url: string, options: Readonly<Record<string, string | 
   if (unknown.length > 0) {
     throw new InvalidArgumentError(`${match[1]}:// does not know the options ${unknown.sort().join(", ")}; known: ${[...KNOWN].sort().join(", ")}`);
   }
-  const sharded = merged["sharded"];
-  if (sharded !== undefined && !["false", "0", "no", "off"].includes(sharded.toLowerCase())) {
-    // Independent servers each holding the nodes that hash to them: Python's
-    // rendezvous routing is not built in this client yet (docs/javascript.md).
-    throw new UnsupportedError("sharded=true is not supported by the JavaScript client yet: list one service's doors");
+  const sharded = (merged["sharded"] ?? "false").toLowerCase();
+  if (!SHARDED.has(sharded)) {
+    throw new InvalidArgumentError(`sharded must be one of ${[...SHARDED.keys()].join(", ")}; got ${merged["sharded"]}`);
   }
   const doors = match[2]!.split(",").map((part) => door(part.trim(), url));
   return {
@@ -65,5 +79,6 @@ export function parseUrl(url: string, options: Readonly<Record<string, string | 
     token: merged["token"] ?? null,
     ca: merged["ca"] ?? null,
     serverHostname: merged["server_hostname"] ?? null,
+    sharded: SHARDED.get(sharded)!,
   };
 }

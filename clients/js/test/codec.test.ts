@@ -18,6 +18,7 @@ import {
 } from "../src/errors.js";
 import { parseTicket } from "../src/session.js";
 import { parseUrl } from "../src/url.js";
+import { hash64 } from "../src/blake2b.js";
 import { MAX_COUNT } from "../src/wire.js";
 
 const hex = (bytes: Uint8Array): string => Buffer.from(bytes).toString("hex");
@@ -117,7 +118,10 @@ test("URLs read as Python reads them", () => {
     token: "s3",
     ca: null,
     serverHostname: null,
+    sharded: false,
   });
+  assert.equal(parseUrl("tenure://h1,h2?sharded=yes").sharded, true);
+  assert.throws(() => parseUrl("tenure://h1?sharded=maybe"), /sharded must be one of/);
   assert.equal(parseUrl("tenures://h?ca=/x.pem").tls, true);
   assert.equal(parseUrl("tenure://h?token=a", { token: "b" }).token, "b");
   assert.throws(() => parseUrl("tenure:/h"), /expected tenure:\/\/host:port/);
@@ -128,4 +132,11 @@ test("a ticket of Python's format reads back", () => {
   // tenure.backends.SessionTicket("tenure", "n1", 12, b"\x01\x02").to_str()
   assert.deepEqual(parseTicket("t1.dGVudXJl.12.bjE.AQI"), { sessionId: 12, node: "n1", key: new Uint8Array([1, 2]) });
   assert.throws(() => parseTicket("t1.cmVkaXM.12.bjE.AQI"), /a ticket of redis/);
+});
+
+test("a node's shard is Python's: hash64 agrees with tenure._core.rendezvous.hash64", () => {
+  // Python: hash64("h1:6388", "my-node"), hash64("[::1]:7000", "ñode-é"), hash64("a" * 200, "b")
+  assert.equal(hash64("h1:6388", "my-node"), 3030065443554426591n);
+  assert.equal(hash64("[::1]:7000", "ñode-é"), 13627653242857008042n);
+  assert.equal(hash64("a".repeat(200), "b"), 7859436290994319660n); // more than one block
 });
