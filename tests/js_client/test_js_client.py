@@ -192,6 +192,34 @@ async def test_a_python_holder_and_a_js_waiter_share_one_queue_and_one_token_seq
                     await process.wait()
 
 
+async def test_a_python_process_resumes_a_js_session_by_its_ticket(
+    installed: None, tmp_path: Path
+) -> None:
+    """A JS process holds a lock and exits without closing (as a crash would); Python
+    resumes the session by the JS ticket: the same session, its hold, the same token."""
+    with ServerProcess(tmp_path / "data", "--fsync", "off") as server:
+        url = f"tenure://127.0.0.1:{server.port}"
+        async with tenure.connect(url) as client:
+            await client.create_node("tickets")
+            done = await asyncio.to_thread(
+                subprocess.run,
+                ["node", str(JS_DIR / "dist" / "test" / "ticket_holder.js"), url, "tickets"],
+                env=_env(),
+                capture_output=True,
+                text=True,
+                timeout=WAIT_S,
+                check=False,
+            )
+            assert done.returncode == 0, done.stderr
+            held = json.loads(done.stdout)
+            session = await client.session("tickets", resume=held["ticket"])
+            assert session.id == held["session"]
+            assert [(lease.name, lease.token) for lease in session.leases()] == [
+                ("handed", int(held["token"]))
+            ]
+            await session.close()
+
+
 async def _until_waiters(semaphore: Any, sessions: list[int]) -> None:
     """Until the semaphore's waiters are ``sessions``, in this order (bounded)."""
     for _ in range(int(WAIT_S / 0.02)):
