@@ -73,6 +73,8 @@ export interface WatchHandler {
 }
 
 const TICKET_PREFIX = "t1.";
+/** The longest `close()` waits for the server's answer, ms. */
+export const CLOSE_WAIT = 5_000;
 const b64 = (raw: Uint8Array): string => Buffer.from(raw).toString("base64url");
 
 /** Parse a ticket (`t1.<scheme>.<id>.<node>.<secret>`, as Python's SessionTicket writes it). */
@@ -410,8 +412,14 @@ export class Session implements LinkSession, LeaseKeeper, AsyncDisposable {
     this.attached = Promise.resolve(connection);
     settle?.(connection);
     for (const waiter of this.waiters.values()) if (!waiter.queued) void this.sendAcquire(waiter);
-    for (const handler of [...this.watches.values()]) handler.rearm();
+    // The server may still have the old watches armed (a push of theirs may have died
+    // with the connection): disarm them, and arm new ones by describing again.
+    for (const watchId of this.watches.keys()) {
+      connection.request(commands.cancelWatch(this.sessionId, watchId)).catch(() => undefined);
+    }
+    const handlers = [...this.watches.values()];
     this.watches.clear();
+    for (const handler of handlers) handler.rearm();
   }
 
   private reconcile(connection: Connection, holds: HeldGrant[], waits: Set<number>, missed: Effect[]): void {
@@ -484,11 +492,27 @@ export class Session implements LinkSession, LeaseKeeper, AsyncDisposable {
     this.attached.catch(() => undefined);
   }
 
-  /** End the session cleanly: everything it holds is released, everything it waits for cancelled. */
+  /**
+   * End the session cleanly: everything it holds is released, everything it waits for
+   * cancelled. Sent once, waited for at most `CLOSE_WAIT` ms: a session whose server is
+   * gone or silent ends here at once, and on the server when its window passes.
+   */
   async close(): Promise<void> {
     if (this.ended) return;
+    const attached = this.settle === null;
     try {
-      readNil(await this.call(commands.closeSession(this.sessionId)), "CloseSession");
+      if (attached) {
+        const connection = await this.attached;
+        let timer: NodeJS.Timeout | undefined;
+        const silent = new Promise<never>((_, reject) => {
+          timer = setTimeout(() => reject(new DisconnectedError(`no answer to CloseSession in ${CLOSE_WAIT} ms`)), CLOSE_WAIT);
+        });
+        try {
+          readNil(await Promise.race([connection.request(commands.closeSession(this.sessionId)), silent]), "CloseSession");
+        } finally {
+          clearTimeout(timer);
+        }
+      }
     } catch (error) {
       if (!(error instanceof TenureError)) throw error;
     } finally {

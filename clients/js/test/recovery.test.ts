@@ -10,7 +10,7 @@ import { execFileSync } from "node:child_process";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { AuthenticationError, LostError, SessionExpiredError, connect, type Client } from "../src/index.js";
+import { AuthenticationError, LostError, SessionClosedError, SessionExpiredError, connect, type Client } from "../src/index.js";
 import { startServer, type Server } from "../src/testing.js";
 import { unique, until, waiters } from "./helpers.js";
 
@@ -150,4 +150,16 @@ test("tenures:// with a CA (?ca= or the ca option) speaks TLS to the server", as
     await secure.stop();
     rmSync(dir, { recursive: true, force: true });
   }
+});
+
+test("closing a client whose server is gone ends its sessions at once", { timeout: 30_000 }, async () => {
+  const lone = await startServer();
+  const gone = await connect(lone.url);
+  const n = unique("node");
+  await gone.createNode(n);
+  const attached = await gone.session(n, { recoveryWindow: 120_000 });
+  await lone.kill(); // the session is left waiting to re-attach, far within its window
+  await gone.close();
+  assert.ok(attached.signal.reason instanceof SessionClosedError);
+  await lone.stop();
 });
