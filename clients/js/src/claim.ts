@@ -6,7 +6,8 @@
  * version 6 (docs/protocol.md: ClaimName, ReleaseClaim).
  */
 import { randomBytes } from "node:crypto";
-import { commands, readBool, readClaimRecord, type ClaimRecord } from "./commands.js";
+import { commands } from "./commands.js";
+import { readBool, readClaimRecord, type ClaimRecord } from "./replies.js";
 import { DisconnectedError, UnsupportedError } from "./errors.js";
 
 /** What a claim needs of the client: a request over the link, and its version. */

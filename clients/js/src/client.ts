@@ -1,7 +1,8 @@
 /**
  * `connect(url)`: a client of one tenure service, its nodes, and its sessions.
  */
-import { DEFAULT_NODE_CONFIG, commands, readNil, readNodeDescription, readNodePage, type NodeConfig, type NodeDescription } from "./commands.js";
+import { DEFAULT_NODE_CONFIG, commands, type NodeConfig } from "./commands.js";
+import { readNil, readNodeDescription, readNodePage, type NodeDescription } from "./replies.js";
 import { Link } from "./link.js";
 import { releaseClaim } from "./claim.js";
 import { openSession, type Session, type SessionOptions } from "./session.js";

@@ -6,7 +6,7 @@
  */
 import { LeaderChangedError, LostError, NotFoundError } from "./errors.js";
 import { Lease } from "./lease.js";
-import type { SemaphoreDescription } from "./commands.js";
+import type { SemaphoreDescription } from "./replies.js";
 import type { Session } from "./session.js";
 import type { WaitOptions } from "./semaphore.js";
 import { MAX_COUNT } from "./wire.js";

@@ -10,22 +10,21 @@
  * ```
  */
 export { Client, connect, type ConnectOptions } from "./client.js";
-export { Session, parseTicket, type SessionOptions } from "./session.js";
+export { Session, type SessionOptions } from "./session.js";
+export { parseTicket } from "./ticket.js";
 export { Mutex, Semaphore, SemaphoreWatch, type AcquireOptions, type WaitOptions, type WatchOptions } from "./semaphore.js";
 export { Lease } from "./lease.js";
 export { Election, Leadership, type LeaderState } from "./election.js";
 export { RWLock, type LockOptions, type RWLockDescription } from "./rwlock.js";
 export { Claim } from "./claim.js";
+export { DEFAULT_NODE_CONFIG, type ClientIdentity, type NodeConfig } from "./commands.js";
 export {
-  DEFAULT_NODE_CONFIG,
   type ClaimRecord,
-  type ClientIdentity,
-  type NodeConfig,
   type NodeDescription,
   type OwnerInfo,
   type SemaphoreDescription,
   type WaiterInfo,
-} from "./commands.js";
+} from "./replies.js";
 export { MAX_COUNT } from "./wire.js";
 export { PROTOCOL_VERSION } from "./codec.js";
 export { DEFAULT_PORT, parseUrl } from "./url.js";

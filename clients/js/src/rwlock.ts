@@ -4,7 +4,7 @@
  * a mutex and the write side of an rwlock of one name exclude each other). The one
  * FIFO queue is the fairness: a reader after a waiting writer waits behind it.
  */
-import type { OwnerInfo } from "./commands.js";
+import type { OwnerInfo } from "./replies.js";
 import { NotFoundError, TimeoutError } from "./errors.js";
 import type { Lease } from "./lease.js";
 import type { Session } from "./session.js";

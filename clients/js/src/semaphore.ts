@@ -3,13 +3,8 @@
  * docs/protocol.md 6.1) and `Semaphore` (create, acquire, describe, update,
  * compare-and-set, delete, and `watch` as an async iterator).
  */
-import {
-  commands,
-  readBool,
-  readDescribeResult,
-  readNil,
-  type SemaphoreDescription,
-} from "./commands.js";
+import { commands } from "./commands.js";
+import { readBool, readDescribeResult, readNil, type SemaphoreDescription } from "./replies.js";
 import { TimeoutError } from "./errors.js";
 import type { Lease } from "./lease.js";
 import type { Session, WatchHandler } from "./session.js";

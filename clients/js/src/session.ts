@@ -10,16 +10,8 @@
 import { hostname } from "node:os";
 import { randomBytes } from "node:crypto";
 import type { Effect } from "./codec.js";
-import {
-  BUSY,
-  GRANTED,
-  commands,
-  readAcquireResult,
-  readNil,
-  readSessionInfo,
-  readSessionState,
-  type HeldGrant,
-} from "./commands.js";
+import { commands } from "./commands.js";
+import { BUSY, GRANTED, readAcquireResult, readNil, readSessionInfo, readSessionState, type HeldGrant } from "./replies.js";
 import {
   AcquireCancelledError,
   DisconnectedError,
@@ -40,6 +32,8 @@ import { Mutex, Semaphore } from "./semaphore.js";
 import { Election } from "./election.js";
 import { RWLock } from "./rwlock.js";
 import { claimName, type Claim } from "./claim.js";
+import { holdKey, settle } from "./settle.js";
+import { formatTicket, parseTicket } from "./ticket.js";
 
 /** What `client.session(node, options)` takes. */
 export interface SessionOptions {
@@ -72,25 +66,8 @@ export interface WatchHandler {
   end(error: Error): void;
 }
 
-const TICKET_PREFIX = "t1.";
 /** The longest `close()` waits for the server's answer, ms. */
 export const CLOSE_WAIT = 5_000;
-const b64 = (raw: Uint8Array): string => Buffer.from(raw).toString("base64url");
-
-/** Parse a ticket (`t1.<scheme>.<id>.<node>.<secret>`, as Python's SessionTicket writes it). */
-export function parseTicket(ticket: string): { node: string; sessionId: number; key: Uint8Array } {
-  const parts = ticket.trim().slice(TICKET_PREFIX.length).split(".");
-  if (!ticket.trim().startsWith(TICKET_PREFIX) || parts.length !== 4 || !/^\d{1,15}$/.test(parts[1]!)) {
-    throw new SessionClosedError("not a session ticket (expected t1.<scheme>.<id>.<node>.<secret>)");
-  }
-  const scheme = Buffer.from(parts[0]!, "base64url").toString("ascii");
-  if (scheme !== "tenure") throw new SessionClosedError(`a ticket of ${scheme}://, not tenure://`);
-  return {
-    sessionId: Number(parts[1]),
-    node: Buffer.from(parts[2]!, "base64url").toString("utf8"),
-    key: new Uint8Array(Buffer.from(parts[3]!, "base64url")),
-  };
-}
 
 /** Open a session on `node` over `link` (a new one, or the one a ticket names). */
 export async function openSession(link: Link, clientName: string, node: string, options: SessionOptions): Promise<Session> {
@@ -146,7 +123,7 @@ export class Session implements LinkSession, LeaseKeeper, AsyncDisposable {
 
   /** What another process passes as `resume` to take this live session over. */
   ticket(): string {
-    return `${TICKET_PREFIX}${b64(Buffer.from("tenure"))}.${this.sessionId}.${b64(Buffer.from(this.node))}.${b64(this.key)}`;
+    return formatTicket(this.node, this.sessionId, this.key);
   }
 
   /** The exclusive lock `name` (an ephemeral semaphore whose holder takes every token). */
@@ -423,28 +400,25 @@ export class Session implements LinkSession, LeaseKeeper, AsyncDisposable {
   }
 
   private reconcile(connection: Connection, holds: HeldGrant[], waits: Set<number>, missed: Effect[]): void {
-    const held = new Map(holds.map((grant) => [holdKey(grant.name, grant.hold), grant]));
-    for (const [key, lease] of this.leases) {
-      if (held.get(key)?.token === lease.token) continue;
-      const why = missed.find((m) => m.kind === "leaseLost" && m.token === lease.token);
+    const waiters = [...this.waiters.values()];
+    const settled = settle({ leases: this.leases, waiters }, holds, waits, missed);
+    for (const { key, message } of settled.lost) {
+      const lease = this.leases.get(key);
       this.leases.delete(key);
-      lease.markLost(new LeaseLostError(why !== undefined && "message" in why ? why.message : `the lease on ${lease.name} ended while the connection was lost`));
+      lease?.markLost(new LeaseLostError(message));
     }
-    for (const waiter of [...this.waiters.values()]) {
-      const grant = held.get(holdKey(waiter.name, waiter.hold));
-      const failed = missed.find((m) => m.kind === "acquireFailed" && m.requestId === waiter.requestId);
-      if (grant !== undefined && !this.leases.has(holdKey(waiter.name, waiter.hold))) this.granted(waiter, grant.token, grant.count);
-      else if (waits.has(waiter.requestId)) waiter.queued = true;
-      else if (failed !== undefined && failed.kind === "acquireFailed") this.onPush(failed);
-      else waiter.queued = false; // never applied: sent again once attached
+    for (const { requestId, grant } of settled.granted) {
+      const waiter = this.waiters.get(requestId);
+      if (waiter !== undefined) this.granted(waiter, grant.token, grant.count);
     }
-    for (const grant of holds) {
-      // A hold nobody here knows of (an answer lost with its connection): give it back.
-      if (!this.leases.has(holdKey(grant.name, grant.hold))) {
-        connection.request(commands.release(this.sessionId, grant.name, grant.hold)).catch(() => undefined);
-      }
+    for (const requestId of settled.queued) this.waiters.get(requestId)!.queued = true;
+    for (const ending of settled.failed) this.onPush(ending);
+    for (const requestId of settled.resend) this.waiters.get(requestId)!.queued = false; // sent again once attached
+    for (const grant of settled.release) {
+      connection.request(commands.release(this.sessionId, grant.name, grant.hold)).catch(() => undefined);
     }
   }
+
 
   /** @internal after a resume: the holds the session had are this process's now. */
   async adoptHolds(connection: Connection): Promise<void> {
@@ -526,9 +500,6 @@ export class Session implements LinkSession, LeaseKeeper, AsyncDisposable {
   }
 }
 
-function holdKey(name: string, hold: number): string {
-  return `${hold}\u0000${name}`;
-}
 
 function abortError(reason: unknown): Error {
   if (reason instanceof Error) return reason;

@@ -3,7 +3,8 @@ import { test } from "node:test";
 import assert from "node:assert/strict";
 import { Encoder } from "@msgpack/msgpack";
 import { FrameReader, decodeServerMessage, encodeHello, encodeRequest } from "../src/codec.js";
-import { commands, readAcquireResult } from "../src/commands.js";
+import { commands } from "../src/commands.js";
+import { readAcquireResult } from "../src/replies.js";
 import {
   AlreadyExistsError,
   ErrorCode,
@@ -16,7 +17,7 @@ import {
   UnavailableError,
   errorFromCode,
 } from "../src/errors.js";
-import { parseTicket } from "../src/session.js";
+import { parseTicket } from "../src/ticket.js";
 import { parseUrl } from "../src/url.js";
 import { hash64 } from "../src/blake2b.js";
 import { MAX_COUNT } from "../src/wire.js";
