@@ -5,7 +5,7 @@
  * `$TENURE_PYTHON`, else the `.venv` of the tenure checkout this package sits in,
  * else `python3` (which must have `tenure[server]` installed).
  */
-import { spawn, type ChildProcess } from "node:child_process";
+import { spawn, spawnSync, type ChildProcess } from "node:child_process";
 import { existsSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
@@ -82,4 +82,138 @@ export async function startServer(args: readonly string[] = [], dataDir?: string
       if (dataDir === undefined) rmSync(dir, { recursive: true, force: true });
     },
   };
+}
+
+/** A free loopback TCP port (asked of the OS; free when this returns). */
+export async function freePort(): Promise<number> {
+  const { createServer } = await import("node:net");
+  return new Promise((resolve, reject) => {
+    const server = createServer();
+    server.once("error", reject);
+    server.listen(0, "127.0.0.1", () => {
+      const address = server.address();
+      server.close(() => resolve(typeof address === "object" && address !== null ? address.port : 0));
+    });
+  });
+}
+
+/** Why a cluster cannot be started here (no etcd), or null. `$TENURE_ETCD` names the binary. */
+export function etcdUnavailable(): string | null {
+  const binary = process.env["TENURE_ETCD"] ?? "etcd";
+  const probe = spawnSync(binary, ["--version"], { stdio: "ignore" });
+  return probe.error === undefined && probe.status === 0 ? null : `${binary} is not installed (a cluster runs over etcd)`;
+}
+
+/** One member of a test cluster. */
+export interface Member {
+  readonly port: number;
+  readonly httpPort: number;
+  readonly process: ChildProcess;
+  /** Whether it leads now (its `/readyz` answers 200). */
+  leads(): Promise<boolean>;
+  /** SIGKILL it. */
+  kill(): Promise<void>;
+}
+
+/** A test cluster: one etcd member and `size` `tenure serve --cluster` members over it. */
+export interface Cluster {
+  /** Every member's door: `tenure://127.0.0.1:P1,127.0.0.1:P2,...`. */
+  readonly url: string;
+  readonly members: readonly Member[];
+  /** The member that leads (waits until one does, bounded); not `excluding`. */
+  leader(excluding?: Member): Promise<Member>;
+  /** Kill every member and etcd, and remove their directories. */
+  stop(): Promise<void>;
+}
+
+function spawned(args: readonly string[], binary: string): { child: ChildProcess; output: () => string; exited: Promise<void> } {
+  const child = spawn(binary, args, { stdio: ["ignore", "pipe", "pipe"], env: { ...process.env, PYTHONUNBUFFERED: "1" } });
+  let output = "";
+  child.stdout!.on("data", (chunk: Buffer) => (output += chunk.toString()));
+  child.stderr!.on("data", (chunk: Buffer) => (output += chunk.toString()));
+  const exited = new Promise<void>((done) => child.once("exit", () => done()));
+  return { child, output: () => output, exited };
+}
+
+async function waitFor(check: () => Promise<boolean> | boolean, what: string, limitMs = 20_000): Promise<void> {
+  const end = Date.now() + limitMs;
+  while (!(await check())) {
+    if (Date.now() > end) throw new Error(`never happened within ${limitMs} ms: ${what}`);
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+}
+
+async function answers(url: string): Promise<number | null> {
+  try {
+    return (await fetch(url)).status;
+  } catch {
+    return null;
+  }
+}
+
+/**
+ * Start etcd and `size` members of one cluster over it (leases of 2 s, so a killed
+ * leader is replaced in about 2-3 s). Needs `etcd` (`$TENURE_ETCD`) and tenure.
+ */
+export async function startCluster(size = 3): Promise<Cluster> {
+  const dir = mkdtempSync(join(tmpdir(), "tenure-js-cluster-"));
+  const [client, peer] = [await freePort(), await freePort()];
+  const etcd = spawned(
+    [
+      "--name", "js", "--data-dir", join(dir, "etcd"),
+      "--listen-client-urls", `http://127.0.0.1:${client}`, "--advertise-client-urls", `http://127.0.0.1:${client}`,
+      "--listen-peer-urls", `http://127.0.0.1:${peer}`, "--initial-advertise-peer-urls", `http://127.0.0.1:${peer}`,
+      "--initial-cluster", `js=http://127.0.0.1:${peer}`,
+    ],
+    process.env["TENURE_ETCD"] ?? "etcd",
+  );
+  const started: { child: ChildProcess; exited: Promise<void> }[] = [etcd];
+  const stop = async (): Promise<void> => {
+    for (const { child } of started) if (child.exitCode === null && child.signalCode === null) child.kill("SIGKILL");
+    await Promise.all(started.map(({ exited }) => exited));
+    rmSync(dir, { recursive: true, force: true });
+  };
+  try {
+    await waitFor(async () => (await answers(`http://127.0.0.1:${client}/health`)) === 200, `etcd healthy:\n${etcd.output()}`);
+    const name = `js${process.pid}x${Date.now()}`;
+    const members: Member[] = [];
+    const logs: (() => string)[] = [];
+    for (let i = 0; i < size; i += 1) {
+      const [port, httpPort] = [await freePort(), await freePort()];
+      const member = spawned(
+        [
+          "-m", "tenure", "serve", "--cluster", `etcd://127.0.0.1:${client}/${name}`,
+          "--port", String(port), "--http-port", String(httpPort), "--data-dir", join(dir, `m${i}`),
+          "--member-name", `m${i}`, "--cluster-lease-ttl", "2", "--fsync", "off",
+        ],
+        python(),
+      );
+      started.push(member);
+      logs.push(member.output);
+      members.push({
+        port,
+        httpPort,
+        process: member.child,
+        leads: async () => member.child.exitCode === null && member.child.signalCode === null && (await answers(`http://127.0.0.1:${httpPort}/readyz`)) === 200,
+        kill: async () => {
+          member.child.kill("SIGKILL");
+          await member.exited;
+        },
+      });
+    }
+    await waitFor(() => logs.every((log) => log().includes('"msg": "listening"')), "every member listens");
+    const leader = async (excluding?: Member): Promise<Member> => {
+      let found: Member | undefined;
+      await waitFor(async () => {
+        for (const member of members) if (member !== excluding && (await member.leads())) found = member;
+        return found !== undefined;
+      }, "a member leads");
+      return found!;
+    };
+    await leader();
+    return { url: `tenure://${members.map((m) => `127.0.0.1:${m.port}`).join(",")}`, members, leader, stop };
+  } catch (error) {
+    await stop();
+    throw error;
+  }
 }
