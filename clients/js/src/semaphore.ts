@@ -116,9 +116,13 @@ export class Semaphore {
     return readDescribeResult(await this.session.call(command)).description;
   }
 
-  /** Replace its data. */
+  /**
+   * Replace its data. Not sent again by itself after a lost answer (a
+   * `DisconnectedError`: applied or not, unknown): applied, then overwritten by another
+   * client's update, a second copy would undo that update (as Python's client).
+   */
   async update(data: Uint8Array): Promise<void> {
-    readNil(await this.session.call(commands.updateSemaphore(this.session.sessionId, this.name, data)), "UpdateSemaphore");
+    readNil(await this.session.call(commands.updateSemaphore(this.session.sessionId, this.name, data), false), "UpdateSemaphore");
   }
 
   /** Replace its data with `data` if it is `expected` now; whether it did. */

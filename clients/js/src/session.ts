@@ -56,7 +56,10 @@ interface Waiter {
   readonly resolve: (lease: Lease | null) => void;
   readonly reject: (error: Error) => void;
   abortedWith: unknown;
+  /** The server has it queued (its QUEUED reply came, or DescribeSession lists it). */
   queued: boolean;
+  /** A sending of it is under way (waiting to be attached, or for its reply). */
+  sending: boolean;
 }
 
 /** What a watch needs told: a firing, or that it must be armed again. */
@@ -213,6 +216,7 @@ export class Session implements LinkSession, LeaseKeeper, AsyncDisposable {
         },
         abortedWith: undefined,
         queued: false,
+        sending: false,
       };
       this.waiters.set(requestId, waiter);
       a.signal?.addEventListener("abort", onAbort, { once: true });
@@ -221,15 +225,19 @@ export class Session implements LinkSession, LeaseKeeper, AsyncDisposable {
   }
 
   private async sendAcquire(waiter: Waiter): Promise<void> {
-    const connection = await this.attached.catch(() => null);
-    if (connection === null || !this.waiters.has(waiter.requestId)) return;
-    if (waiter.abortedWith !== undefined) {
-      // Aborted while its first sending was lost: nothing to withdraw.
-      waiter.reject(abortError(waiter.abortedWith));
-      return;
-    }
-    const left = waiter.deadline === null ? null : Math.max(0, waiter.deadline - Date.now());
+    // One sending at a time: a second Acquire of the same hold would supersede the
+    // first (AcquireFailed CANCELLED) and queue again at the back.
+    if (waiter.sending) return;
+    waiter.sending = true;
     try {
+      const connection = await this.attached.catch(() => null);
+      if (connection === null || !this.waiters.has(waiter.requestId)) return;
+      if (waiter.abortedWith !== undefined) {
+        // Aborted before the server had it: nothing to withdraw.
+        waiter.reject(abortError(waiter.abortedWith));
+        return;
+      }
+      const left = waiter.deadline === null ? null : Math.max(0, waiter.deadline - Date.now());
       const result = readAcquireResult(await connection.request(waiter.command(left)));
       if (result.status === GRANTED) this.granted(waiter, result.token!, result.count);
       else if (result.status === BUSY) waiter.resolve(null);
@@ -237,6 +245,8 @@ export class Session implements LinkSession, LeaseKeeper, AsyncDisposable {
     } catch (error) {
       // A lost answer is settled after the re-attach (DescribeSession says what happened).
       if (!(error instanceof DisconnectedError)) waiter.reject(error as Error);
+    } finally {
+      waiter.sending = false;
     }
   }
 
@@ -388,6 +398,7 @@ export class Session implements LinkSession, LeaseKeeper, AsyncDisposable {
     this.settle = null;
     this.attached = Promise.resolve(connection);
     settle?.(connection);
+    // Acquires the server never applied go again (one still being sent goes by itself).
     for (const waiter of this.waiters.values()) if (!waiter.queued) void this.sendAcquire(waiter);
     // The server may still have the old watches armed (a push of theirs may have died
     // with the connection): disarm them, and arm new ones by describing again.

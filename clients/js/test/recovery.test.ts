@@ -163,3 +163,20 @@ test("closing a client whose server is gone ends its sessions at once", { timeou
   assert.ok(attached.signal.reason instanceof SessionClosedError);
   await lone.stop();
 });
+
+test("an acquire asked while the connection is down is sent once, and queues in its turn", async () => {
+  const n = unique("node");
+  await client.createNode(n);
+  const holder = await observer.session(n);
+  const first = await holder.mutex("once").lock();
+  const session = await client.session(n, { recoveryWindow: 10_000 });
+  client.dropConnection();
+  const waiting = session.mutex("once").lock(); // sent once re-attached, and only once
+  await waiters(holder.semaphore("once"), 1);
+  await first.release();
+  const lease = await waiting;
+  assert.ok(lease.token > first.token);
+  await lease.release();
+  await session.close();
+  await holder.close();
+});
