@@ -1,8 +1,17 @@
 /**
  * `connect(url)`: a client of one tenure service, its nodes, and its sessions.
  */
-import { DEFAULT_NODE_CONFIG, commands, type NodeConfig } from "./commands.js";
-import { readNil, readNodeDescription, readNodePage, type NodeDescription } from "./replies.js";
+import { DEFAULT_NODE_CONFIG, commands, nodeChanges, type NodeConfig } from "./commands.js";
+import {
+  readNil,
+  readNodeDescription,
+  readNodePage,
+  readSemaphorePage,
+  readSessionPage,
+  type NodeDescription,
+  type SemaphoreSummary,
+  type SessionSummary,
+} from "./replies.js";
 import { Link } from "./link.js";
 import { releaseClaim } from "./claim.js";
 import { openSession, type Session, type SessionOptions } from "./session.js";
@@ -63,6 +72,38 @@ export class Client implements AsyncDisposable {
   /** The node's settings and counts. */
   async describeNode(name: string): Promise<NodeDescription> {
     return readNodeDescription(await this.linkFor(name).request(commands.describeNode(name)));
+  }
+
+  /** Change some of the node's settings (what happens next obeys them); its description after. */
+  async alterNode(name: string, changes: Partial<NodeConfig>): Promise<NodeDescription> {
+    return readNodeDescription(await this.linkFor(name).request(commands.alterNode(name, nodeChanges(changes))));
+  }
+
+  /** The node's semaphores whose names start with `prefix`, in code point order. */
+  async listSemaphores(node: string, options: { prefix?: string } = {}): Promise<SemaphoreSummary[]> {
+    const found: SemaphoreSummary[] = [];
+    for (let after = ""; ; ) {
+      const page = readSemaphorePage(await this.linkFor(node).request(commands.listSemaphores(node, options.prefix ?? "", after, 1000)));
+      found.push(...page);
+      if (page.length < 1000) return found;
+      after = page[page.length - 1]!.name;
+    }
+  }
+
+  /** The node's live sessions, by id. */
+  async listSessions(node: string): Promise<SessionSummary[]> {
+    const found: SessionSummary[] = [];
+    for (let after = 0; ; ) {
+      const page = readSessionPage(await this.linkFor(node).request(commands.listSessions(node, after, 1000)));
+      found.push(...page);
+      if (page.length < 1000) return found;
+      after = page[page.length - 1]!.sessionId;
+    }
+  }
+
+  /** End the live session `sessionId` of `node` as if its window had passed (an operator's act). */
+  async killSession(node: string, sessionId: number): Promise<void> {
+    readNil(await this.linkFor(node).request(commands.killSession(node, sessionId)), "KillSession");
   }
 
   /** Drop the node; with `force`, even with live sessions (which end). */

@@ -88,6 +88,7 @@ const ms = (value: number | null | undefined, field: string): number | null =>
 export const commands = {
   createNode: (name: string, config: NodeConfig): WireCommand => [1, name, wireConfig(config)],
   describeNode: (name: string): WireCommand => [2, name],
+  alterNode: (name: string, changes: Readonly<Record<string, number | null>>): WireCommand => [3, name, changes],
   dropNode: (name: string, force: boolean): WireCommand => [4, name, force],
   listNodes: (after: string, limit: number): WireCommand => [5, after, limit],
   createSession: (
@@ -104,6 +105,9 @@ export const commands = {
   closeSession: (sessionId: number): WireCommand => [13, sessionId],
   describeSession: (sessionId: number, after: string, limit: number): WireCommand => [14, sessionId, after, limit],
   resumeSession: (sessionId: number, key: Uint8Array, node: string): WireCommand => [15, sessionId, key, node],
+  killSession: (node: string, sessionId: number): WireCommand => [16, node, sessionId],
+  listSessions: (node: string, after: number, limit: number): WireCommand => [17, node, after, limit],
+  listSemaphores: (node: string, prefix: string, after: string, limit: number): WireCommand => [29, node, prefix, after, limit],
   createSemaphore: (sessionId: number, name: string, limit: bigint, data: Uint8Array): WireCommand => [
     20,
     sessionId,
@@ -175,3 +179,30 @@ export const commands = {
   ],
   releaseClaim: (node: string, name: string, claimId: string): WireCommand => [35, node, name, claimId, 0.0],
 } as const;
+
+/** NodeConfig's wire names, and which are durations (ms here, seconds there). */
+const WIRE_NAMES: Readonly<Record<keyof NodeConfig, readonly [string, boolean]>> = {
+  // `session_timeout`: recovery_window's name before, understood by every server version.
+  recoveryWindow: ["session_timeout", true],
+  lockDelay: ["lock_delay", true],
+  defaultLease: ["default_lease", true],
+  maxSessions: ["max_sessions", false],
+  maxSemaphores: ["max_semaphores", false],
+  maxWaiters: ["max_waiters", false],
+  maxDataSize: ["max_data_size", false],
+  maxWatchesPerSession: ["max_watches_per_session", false],
+  maxMissedPerSession: ["max_missed_per_session", false],
+  maxClaims: ["max_claims", false],
+};
+
+/** AlterNode's changes: the settings given, by their wire names, durations in seconds. */
+export function nodeChanges(changes: Partial<NodeConfig>): Record<string, number | null> {
+  const wire: Record<string, number | null> = {};
+  for (const [key, value] of Object.entries(changes)) {
+    const known = WIRE_NAMES[key as keyof NodeConfig];
+    if (known === undefined) throw new RangeError(`${key} is not a node setting; known: ${Object.keys(WIRE_NAMES).join(", ")}`);
+    const [name, duration] = known;
+    wire[name] = value === null || value === undefined ? null : duration ? seconds(value, key) : value;
+  }
+  return wire;
+}

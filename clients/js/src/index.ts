@@ -23,6 +23,8 @@ export {
   type NodeDescription,
   type OwnerInfo,
   type SemaphoreDescription,
+  type SemaphoreSummary,
+  type SessionSummary,
   type WaiterInfo,
 } from "./replies.js";
 export { MAX_COUNT } from "./wire.js";

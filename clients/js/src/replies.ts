@@ -243,3 +243,64 @@ export function readNodePage(value: unknown): string[] {
   const v = tagged(value, "NodePage", 6, 1);
   return array(v[0], "NodePage.names").map((name) => str(name, "NodePage.names"));
 }
+
+/** One semaphore of a node, as ListSemaphores gives it (SemaphoreSummary). */
+export interface SemaphoreSummary {
+  readonly name: string;
+  readonly limit: bigint;
+  readonly count: bigint;
+  readonly owners: number;
+  readonly waiters: number;
+  readonly ephemeral: boolean;
+}
+/** Read a SemaphorePage reply. */
+export function readSemaphorePage(value: unknown): SemaphoreSummary[] {
+  const v = tagged(value, "SemaphorePage", 7, 1);
+  return array(v[0], "SemaphorePage.semaphores").map((item) => {
+    const f = array(item, "SemaphoreSummary", 6, 6);
+    return {
+      name: str(f[0], "SemaphoreSummary.name"),
+      limit: u64(f[1], "SemaphoreSummary.limit"),
+      count: u64(f[2], "SemaphoreSummary.count"),
+      owners: uint(f[3], "SemaphoreSummary.owners"),
+      waiters: uint(f[4], "SemaphoreSummary.waiters"),
+      ephemeral: bool(f[5], "SemaphoreSummary.ephemeral"),
+    };
+  });
+}
+
+/** One live session of a node, as ListSessions gives it (SessionSummary); times in ms. */
+export interface SessionSummary {
+  readonly sessionId: number;
+  readonly description: string;
+  readonly identity: ClientIdentity;
+  /** Its recovery window. */
+  readonly recoveryWindow: number;
+  /** When it was created, ms since the epoch (server's clock), or null. */
+  readonly createdAt: number | null;
+  /** How long until the server ends it unless re-attached; null while attached. */
+  readonly expiresIn: number | null;
+  readonly holds: number;
+  readonly waits: number;
+}
+/** Read a SessionPage reply. */
+export function readSessionPage(value: unknown): SessionSummary[] {
+  const v = tagged(value, "SessionPage", 8, 1);
+  return array(v[0], "SessionPage.sessions").map((item) => {
+    const f = array(item, "SessionSummary", 8, 8);
+    const ms = (x: unknown, field: string): number | null => {
+      const read = optional(x, field, float);
+      return read === null ? null : read * 1000;
+    };
+    return {
+      sessionId: uint(f[0], "SessionSummary.session_id"),
+      description: str(f[1], "SessionSummary.description"),
+      identity: readIdentity(f[2], "SessionSummary.identity"),
+      recoveryWindow: float(f[3], "SessionSummary.timeout") * 1000,
+      createdAt: ms(f[4], "SessionSummary.created_at"),
+      expiresIn: ms(f[5], "SessionSummary.expires_in"),
+      holds: uint(f[6], "SessionSummary.holds"),
+      waits: uint(f[7], "SessionSummary.waits"),
+    };
+  });
+}

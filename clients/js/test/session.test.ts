@@ -4,7 +4,9 @@ import assert from "node:assert/strict";
 import {
   AlreadyExistsError,
   LeaseLostError,
+  MAX_COUNT,
   NotFoundError,
+  SessionExpiredError,
   TimeoutError,
   connect,
   type Client,
@@ -219,4 +221,29 @@ test("return() or the signal ends a watch at once, even while a next() waits", {
   // No watch is left armed: a change now reaches nobody, and the session goes on.
   await session.semaphore("quiet").update(utf8.encode("after"));
   assert.equal(Buffer.from((await session.semaphore("quiet").describe()).data).toString(), "after");
+});
+
+test("node admin: alter settings, list semaphores and sessions, kill a session", async () => {
+  const n = await node();
+  const altered = await client.alterNode(n, { recoveryWindow: 20_000, maxWaiters: 9, defaultLease: null });
+  assert.deepEqual([altered.config.recoveryWindow, altered.config.maxWaiters], [20_000, 9]);
+  const session = await client.session(n, { description: "to be killed" });
+  await session.semaphore("cfg/a").create({ limit: 2 });
+  await session.semaphore("cfg/b").create({ limit: 3 });
+  await session.semaphore("other").create({ limit: 1 });
+  const lock = await session.mutex("cfg/lock").lock();
+  const listed = await client.listSemaphores(n, { prefix: "cfg/" });
+  assert.deepEqual(listed.map((s) => [s.name, s.limit, s.owners, s.ephemeral]), [
+    ["cfg/a", 2n, 0, false],
+    ["cfg/b", 3n, 0, false],
+    ["cfg/lock", MAX_COUNT, 1, true],
+  ]);
+  const sessions = await client.listSessions(n);
+  assert.deepEqual(sessions.map((s) => [s.sessionId, s.description, s.recoveryWindow, s.holds, s.expiresIn]), [
+    [session.sessionId, "to be killed", 20_000, 1, null],
+  ]);
+  await client.killSession(n, session.sessionId);
+  await until(() => lock.signal.aborted, "the kill told");
+  assert.ok(session.signal.reason instanceof SessionExpiredError);
+  assert.deepEqual(await client.listSessions(n), []);
 });
