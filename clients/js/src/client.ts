@@ -36,7 +36,7 @@ interface Shard {
 
 /** A client of one tenure service (or, `?sharded=true`, of several independent servers). */
 export class Client implements AsyncDisposable {
-  private readonly sessions = new Set<Session>();
+  private readonly open = new Set<Session>();
 
   /** @internal made by `connect`. */
   constructor(
@@ -134,9 +134,43 @@ export class Client implements AsyncDisposable {
   /** A session on `node`: new, or the live one `resume` (a ticket) names. */
   async session(node: string, options: SessionOptions = {}): Promise<Session> {
     const session = await openSession(this.linkFor(node), this.name, node, options);
-    this.sessions.add(session);
-    session.signal.addEventListener("abort", () => this.sessions.delete(session), { once: true });
+    this.open.add(session);
+    session.signal.addEventListener("abort", () => this.open.delete(session), { once: true });
     return session;
+  }
+
+  /**
+   * Sessions on `node`, one after another, as `@ydbjs/coordination`'s `openSession()`
+   * and Python's `client.sessions(node)`: each yielded session lives until it is lost
+   * (expired, killed); the next one is opened when the loop asks for it after that.
+   * Leaving the loop closes the session it holds; `signal` ends the loop.
+   *
+   * ```ts
+   * for await (const session of client.sessions("my-app", { recoveryWindow: 15_000 })) {
+   *   try { await work(session); } catch (error) { if (session.signal.aborted) continue; throw error; }
+   *   break;
+   * }
+   * ```
+   */
+  async *sessions(
+    node: string,
+    options: Omit<SessionOptions, "resume"> & { signal?: AbortSignal } = {},
+  ): AsyncGenerator<Session, void, undefined> {
+    const { signal, ...sessionOptions } = options;
+    while (!signal?.aborted) {
+      const session = await this.session(node, sessionOptions);
+      try {
+        yield session;
+        // Asked for the next: once this one has ended (or the loop is told to stop).
+        await new Promise<void>((resolve) => {
+          if (session.signal.aborted || signal?.aborted) return resolve();
+          session.signal.addEventListener("abort", () => resolve(), { once: true });
+          signal?.addEventListener("abort", () => resolve(), { once: true });
+        });
+      } finally {
+        await session.close();
+      }
+    }
   }
 
   /** Abort the connection (it is made again and sessions re-attach): for tests. */
@@ -146,7 +180,7 @@ export class Client implements AsyncDisposable {
 
   /** Close every session, then the connection. */
   async close(): Promise<void> {
-    await Promise.allSettled([...this.sessions].map((session) => session.close()));
+    await Promise.allSettled([...this.open].map((session) => session.close()));
     for (const { link } of this.shards) link.close();
   }
 

@@ -247,3 +247,21 @@ test("node admin: alter settings, list semaphores and sessions, kill a session",
   assert.ok(session.signal.reason instanceof SessionExpiredError);
   assert.deepEqual(await client.listSessions(n), []);
 });
+
+test("client.sessions yields a new session after each one is lost, and closes the last", async () => {
+  const n = await node();
+  const seen: number[] = [];
+  for await (const session of client.sessions(n, { description: "worker" })) {
+    seen.push(session.sessionId);
+    if (seen.length === 1) {
+      // An operator ends it: the loop body sees its signal, and goes on with a new one.
+      await client.killSession(n, session.sessionId);
+      await until(() => session.signal.aborted, "the first session lost");
+      continue;
+    }
+    break;
+  }
+  assert.equal(seen.length, 2);
+  assert.notEqual(seen[0], seen[1]);
+  assert.deepEqual(await client.listSessions(n), []); // leaving the loop closed the second
+});
