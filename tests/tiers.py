@@ -99,6 +99,10 @@ _SLOW: Final = (
     "tests/contrib/test_tooz_suite.py::test_tooz_suite_passes_against_a_tenure_server",
     "tests/contrib/test_tooz_suite.py::test_tooz_suite_passes_against_a_three_member_cluster",
     "tests/contrib/test_tooz.py::test_the_example_runs_groups_leaders_locks_a_partitioner_and_a_timeout",
+    "tests/js_client/test_js_client.py::test_npm_test_passes",
+    "tests/js_client/test_js_client.py::test_the_effect_backing_passes_the_seed_scenarios",
+    "tests/js_client/test_js_client.py::test_a_python_holder_and_a_js_waiter_share_one_queue_and_one_token_sequence",
+    "tests/js_client/test_js_client.py::test_a_js_lock_survives_the_leader_killed_and_tokens_never_go_back",
 )
 
 #: Path (relative to the repository, or a test's ``path::name``) -> markers of the
@@ -230,6 +234,7 @@ ONE_WORKER: Final[dict[str, str]] = {
     "tests/dashboard/test_dashboard_browser.py": "Chromium (2-3 s)",
     "tests/lincheck/test_html_browser.py": "Chromium (2-3 s)",
     "tests/contrib/test_celery.py": "a tenure serve and two Celery workers, prefork and solo (2 s)",
+    "tests/js_client/test_js_client.py": "npm ci and tsc of clients/js (5-10 s)",
 }
 
 

@@ -1,0 +1,214 @@
+/**
+ * `connect(url)`: a client of one tenure service, its nodes, and its sessions.
+ */
+import { DEFAULT_NODE_CONFIG, commands, nodeChanges, type NodeConfig } from "./commands.js";
+import {
+  readNil,
+  readNodeDescription,
+  readNodePage,
+  readSemaphorePage,
+  readSessionPage,
+  type NodeDescription,
+  type SemaphoreSummary,
+  type SessionSummary,
+} from "./replies.js";
+import { Link } from "./link.js";
+import { releaseClaim } from "./claim.js";
+import { openSession, type Session, type SessionOptions } from "./session.js";
+import { doorText, parseUrl } from "./url.js";
+import { hash64 } from "./blake2b.js";
+
+/** What `connect` takes besides the URL (they win over its query). */
+export interface ConnectOptions {
+  /** The credential of the server's auth file (or `?token=`). */
+  readonly token?: string;
+  /** A CA bundle for `tenures://`: PEM text or a file path (or `?ca=`; else Node's, NODE_EXTRA_CA_CERTS). */
+  readonly ca?: string | Buffer;
+  /** The name shown with this client's sessions (default: the script's). */
+  readonly name?: string;
+}
+
+/** One server of a sharded client (or the only service): its doors as written, its link. */
+interface Shard {
+  readonly doors: string;
+  readonly link: Link;
+}
+
+/** A client of one tenure service (or, `?sharded=true`, of several independent servers). */
+export class Client implements AsyncDisposable {
+  private readonly open = new Set<Session>();
+
+  /** @internal made by `connect`. */
+  constructor(
+    private readonly shards: readonly Shard[],
+    private readonly name: string,
+  ) {}
+
+  /**
+   * The link of the server that holds `node`: the only one, or, sharded, the door whose
+   * hash with the node's name is highest (Python's `shard_for`: both clients agree).
+   */
+  private linkFor(node: string): Link {
+    let best = this.shards[0]!;
+    if (this.shards.length === 1) return best.link;
+    let bestHash = hash64(best.doors, node);
+    for (const shard of this.shards.slice(1)) {
+      const hash = hash64(shard.doors, node);
+      if (hash > bestHash) [best, bestHash] = [shard, hash];
+    }
+    return best.link;
+  }
+
+  /** The protocol version spoken (6, or less to an older server). */
+  get protocolVersion(): number {
+    return Math.min(...this.shards.map((shard) => shard.link.protocolVersion));
+  }
+
+  /** Create the node `name` (settings: `tenure.NodeConfig()`'s, overridden by `config`). */
+  async createNode(name: string, config: Partial<NodeConfig> = {}): Promise<void> {
+    readNil(await this.linkFor(name).request(commands.createNode(name, { ...DEFAULT_NODE_CONFIG, ...config })), "CreateNode");
+  }
+
+  /** The node's settings and counts. */
+  async describeNode(name: string): Promise<NodeDescription> {
+    return readNodeDescription(await this.linkFor(name).request(commands.describeNode(name)));
+  }
+
+  /** Change some of the node's settings (what happens next obeys them); its description after. */
+  async alterNode(name: string, changes: Partial<NodeConfig>): Promise<NodeDescription> {
+    return readNodeDescription(await this.linkFor(name).request(commands.alterNode(name, nodeChanges(changes))));
+  }
+
+  /** The node's semaphores whose names start with `prefix`, in code point order. */
+  async listSemaphores(node: string, options: { prefix?: string } = {}): Promise<SemaphoreSummary[]> {
+    const found: SemaphoreSummary[] = [];
+    for (let after = ""; ; ) {
+      const page = readSemaphorePage(await this.linkFor(node).request(commands.listSemaphores(node, options.prefix ?? "", after, 1000)));
+      found.push(...page);
+      if (page.length < 1000) return found;
+      after = page[page.length - 1]!.name;
+    }
+  }
+
+  /** The node's live sessions, by id. */
+  async listSessions(node: string): Promise<SessionSummary[]> {
+    const found: SessionSummary[] = [];
+    for (let after = 0; ; ) {
+      const page = readSessionPage(await this.linkFor(node).request(commands.listSessions(node, after, 1000)));
+      found.push(...page);
+      if (page.length < 1000) return found;
+      after = page[page.length - 1]!.sessionId;
+    }
+  }
+
+  /** End the live session `sessionId` of `node` as if its window had passed (an operator's act). */
+  async killSession(node: string, sessionId: number): Promise<void> {
+    readNil(await this.linkFor(node).request(commands.killSession(node, sessionId)), "KillSession");
+  }
+
+  /** Drop the node; with `force`, even with live sessions (which end). */
+  async dropNode(name: string, options: { force?: boolean } = {}): Promise<void> {
+    readNil(await this.linkFor(name).request(commands.dropNode(name, options.force ?? false)), "DropNode");
+  }
+
+  /** Every node's name, in code point order (of every server, sharded). */
+  async listNodes(): Promise<string[]> {
+    const names = new Set<string>();
+    for (const { link } of this.shards) {
+      for (let after = ""; ; ) {
+        const page = readNodePage(await link.request(commands.listNodes(after, 1000)));
+        for (const name of page) names.add(name);
+        if (page.length < 1000) break;
+        after = page[page.length - 1]!;
+      }
+    }
+    // Code point order, as the server sorts (not UTF-16's).
+    return [...names].sort((a, b) => (Buffer.compare(Buffer.from(a), Buffer.from(b))));
+  }
+
+  /** Release the claim `id` of `name` in `node` (from any process); whether it shortened a live claim. */
+  async releaseClaim(node: string, name: string, id: string): Promise<boolean> {
+    return releaseClaim(this.linkFor(node), node, name, id);
+  }
+
+  /** A session on `node`: new, or the live one `resume` (a ticket) names. */
+  async session(node: string, options: SessionOptions = {}): Promise<Session> {
+    const session = await openSession(this.linkFor(node), this.name, node, options);
+    this.open.add(session);
+    session.signal.addEventListener("abort", () => this.open.delete(session), { once: true });
+    return session;
+  }
+
+  /**
+   * Sessions on `node`, one after another, as `@ydbjs/coordination`'s `openSession()`
+   * and Python's `client.sessions(node)`: each yielded session lives until it is lost
+   * (expired, killed); the next one is opened when the loop asks for it after that.
+   * Leaving the loop closes the session it holds; `signal` ends the loop.
+   *
+   * ```ts
+   * for await (const session of client.sessions("my-app", { recoveryWindow: 15_000 })) {
+   *   try { await work(session); } catch (error) { if (session.signal.aborted) continue; throw error; }
+   *   break;
+   * }
+   * ```
+   */
+  async *sessions(
+    node: string,
+    options: Omit<SessionOptions, "resume"> & { signal?: AbortSignal } = {},
+  ): AsyncGenerator<Session, void, undefined> {
+    const { signal, ...sessionOptions } = options;
+    while (!signal?.aborted) {
+      const session = await this.session(node, sessionOptions);
+      try {
+        yield session;
+        // Asked for the next: once this one has ended (or the loop is told to stop).
+        await new Promise<void>((resolve) => {
+          if (session.signal.aborted || signal?.aborted) return resolve();
+          session.signal.addEventListener("abort", () => resolve(), { once: true });
+          signal?.addEventListener("abort", () => resolve(), { once: true });
+        });
+      } finally {
+        await session.close();
+      }
+    }
+  }
+
+  /** Abort the connection (it is made again and sessions re-attach): for tests. */
+  dropConnection(): void {
+    for (const { link } of this.shards) link.drop();
+  }
+
+  /** Close every session, then the connection. */
+  async close(): Promise<void> {
+    await Promise.allSettled([...this.open].map((session) => session.close()));
+    for (const { link } of this.shards) link.close();
+  }
+
+  /** `await using client = await connect(url)` closes it. */
+  async [Symbol.asyncDispose](): Promise<void> {
+    await this.close();
+  }
+}
+
+/**
+ * Connect to the service `url` names: `tenure://h1:6388,h2:6388` (the doors of one
+ * service, a cluster's members), `?token=`, `tenures://` (TLS), or
+ * `tenure://h1:6388,h2:6388?sharded=true` (independent servers, each node on one).
+ */
+export async function connect(url: string, options: ConnectOptions = {}): Promise<Client> {
+  const parsed = parseUrl(url, { token: options.token });
+  const name = options.name ?? (process.argv[1] ?? "node").split("/").pop() ?? "node";
+  const groups = parsed.sharded ? parsed.doors.map((door) => [door]) : [parsed.doors];
+  const shards = groups.map((doors) => ({
+    doors: doors.map(doorText).join(","),
+    link: new Link({ url: { ...parsed, doors }, clientName: name, ca: options.ca }),
+  }));
+  try {
+    // Fail now, naming the doors, rather than at the first call.
+    await Promise.all(shards.map((shard) => shard.link.open()));
+  } catch (error) {
+    for (const shard of shards) shard.link.close();
+    throw error;
+  }
+  return new Client(shards, name);
+}

@@ -1,0 +1,33 @@
+/**
+ * tenure-client: a TypeScript client of tenure's native protocol (version 6).
+ *
+ * ```ts
+ * import { connect } from "tenure-client";
+ * await using client = await connect("tenure://127.0.0.1:6388");
+ * await using session = await client.session("app", { recoveryWindow: 15_000 });
+ * await using lock = await session.mutex("job").lock({ timeout: 5_000 });
+ * await doWork(lock.token, lock.signal);
+ * ```
+ */
+export { Client, connect, type ConnectOptions } from "./client.js";
+export { Session, type SessionOptions } from "./session.js";
+export { parseTicket } from "./ticket.js";
+export { Mutex, Semaphore, SemaphoreWatch, type AcquireOptions, type WaitOptions, type WatchOptions } from "./semaphore.js";
+export { Lease } from "./lease.js";
+export { Election, Leadership, type LeaderState } from "./election.js";
+export { RWLock, type LockOptions, type RWLockDescription } from "./rwlock.js";
+export { Claim } from "./claim.js";
+export { DEFAULT_NODE_CONFIG, type ClientIdentity, type NodeConfig } from "./commands.js";
+export {
+  type ClaimRecord,
+  type NodeDescription,
+  type OwnerInfo,
+  type SemaphoreDescription,
+  type SemaphoreSummary,
+  type SessionSummary,
+  type WaiterInfo,
+} from "./replies.js";
+export { MAX_COUNT } from "./wire.js";
+export { PROTOCOL_VERSION } from "./codec.js";
+export { DEFAULT_PORT, parseUrl } from "./url.js";
+export * from "./errors.js";

@@ -1,0 +1,84 @@
+/**
+ * What a `tenure://` or `tenures://` URL says, as Python's `tenure.backends._remote_url`
+ * reads it: doors `host[:port]` separated by commas (default port 6388), and the
+ * options `token`, `ca` (a PEM file for `tenures://`), `server_hostname` and `sharded`.
+ * Options given to `connect` win over the URL's query; unknown ones are refused.
+ */
+import { InvalidArgumentError } from "./errors.js";
+
+/** The port of `tenure serve` unless a door names another. */
+export const DEFAULT_PORT = 6388;
+
+/** One address of the service: a server, or a member of a cluster. */
+export interface Door {
+  readonly host: string;
+  readonly port: number;
+}
+
+/** What a URL and the options say. */
+export interface ParsedUrl {
+  readonly tls: boolean;
+  readonly doors: readonly Door[];
+  readonly token: string | null;
+  readonly ca: string | null;
+  readonly serverHostname: string | null;
+  /** Independent servers, each holding the nodes that hash to it (`?sharded=true`). */
+  readonly sharded: boolean;
+}
+
+const KNOWN = new Set(["token", "ca", "server_hostname", "sharded"]);
+/** How `sharded` may be spelt, and what each spelling means (as Python's). */
+const SHARDED = new Map([
+  ["true", true],
+  ["1", true],
+  ["yes", true],
+  ["false", false],
+  ["0", false],
+  ["no", false],
+]);
+
+/** A door as Python writes it (`Door.__str__`): what sharding hashes. */
+export function doorText(door: Door): string {
+  return `${door.host.includes(":") ? `[${door.host}]` : door.host}:${door.port}`;
+}
+
+function door(text: string, url: string): Door {
+  const match = /^(\[[^\]]+\]|[^:[\]]+)(?::(\d+))?$/.exec(text);
+  if (match === null) {
+    throw new InvalidArgumentError(`bad door ${JSON.stringify(text)} in ${url}: expected host or host:port`);
+  }
+  const host = match[1]!.replace(/^\[|\]$/g, "");
+  const port = match[2] === undefined ? DEFAULT_PORT : Number(match[2]);
+  if (!(port > 0 && port < 65536)) throw new InvalidArgumentError(`bad port ${match[2]} in ${url}`);
+  return { host, port };
+}
+
+/** Read `url`; `options` (the `connect` call's) win over its query. */
+export function parseUrl(url: string, options: Readonly<Record<string, string | undefined>> = {}): ParsedUrl {
+  const match = /^(tenures?):\/\/([^/?#]+)\/?(?:\?([^#]*))?$/.exec(url);
+  if (match === null) {
+    throw new InvalidArgumentError(
+      `expected tenure://host:port[,host:port...][?options] (or tenures://), got ${url.replace(/token=[^&]*/, "token=***")}`,
+    );
+  }
+  const merged: Record<string, string> = {};
+  for (const [key, value] of new URLSearchParams(match[3] ?? "")) merged[key] = value;
+  for (const [key, value] of Object.entries(options)) if (value !== undefined) merged[key] = value;
+  const unknown = Object.keys(merged).filter((key) => !KNOWN.has(key));
+  if (unknown.length > 0) {
+    throw new InvalidArgumentError(`${match[1]}:// does not know the options ${unknown.sort().join(", ")}; known: ${[...KNOWN].sort().join(", ")}`);
+  }
+  const sharded = (merged["sharded"] ?? "false").toLowerCase();
+  if (!SHARDED.has(sharded)) {
+    throw new InvalidArgumentError(`sharded must be one of ${[...SHARDED.keys()].join(", ")}; got ${merged["sharded"]}`);
+  }
+  const doors = match[2]!.split(",").map((part) => door(part.trim(), url));
+  return {
+    tls: match[1] === "tenures",
+    doors,
+    token: merged["token"] ?? null,
+    ca: merged["ca"] ?? null,
+    serverHostname: merged["server_hostname"] ?? null,
+    sharded: SHARDED.get(sharded)!,
+  };
+}
