@@ -33,6 +33,7 @@ each npm step by :data:`NPM_TIMEOUT`. See docs/benchmarks.md, "From Node.js".
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import os
 import shutil
@@ -94,9 +95,12 @@ def prepare() -> None:
         _npm(["ci"], DRIVER_DIR)
 
 
-def node_version() -> str:
+def node_versions() -> str:
+    """node's version, and the registry packages' of bench/js/package.json (exact pins)."""
     done = subprocess.run(["node", "--version"], capture_output=True, text=True, timeout=10)
-    return done.stdout.strip()
+    deps = json.loads((DRIVER_DIR / "package.json").read_text())["dependencies"]
+    pinned = ", ".join(f"{k} {v}" for k, v in deps.items() if not v.startswith("file:"))
+    return f"node {done.stdout.strip()} ({pinned})"
 
 
 def _sizes(workloads: list[str]) -> str:
@@ -262,7 +266,7 @@ def main(argv: list[str] | None = None) -> int:
         measures = measure(args, Path(tmp))
     sizes = ", ".join(f"{w} {run.SIZES[w]:,}" for w in args.only)
     print(
-        f"tenure {versions['tenure']}; node {node_version()}; redis-server "
+        f"tenure {versions['tenure']}; {node_versions()}; redis-server "
         f"{versions['redis-server']}; {args.repeats} repeats (medians); sizes {sizes};"
         f" {run.CLIENTS} clients; cap {args.max_seconds:g} s; {os.cpu_count()} CPUs\n"
     )
