@@ -33,6 +33,7 @@ from tenure.server._durability.restore import (
     token_floor,
 )
 from tenure.server._durability.storage import DataDir
+from tenure.server._http.backup import _last_token
 
 
 def engine_with_holds() -> Engine:
@@ -148,3 +149,13 @@ def test_a_restore_refuses_a_directory_in_use_or_not_empty(tmp_path: Path) -> No
         restore(backup, target, force=True)
     restore(backup, target, force=True)
     assert (target / INSTANCE_ID_FILE).read_bytes() != first  # a new state each time
+
+
+def test_a_cluster_backups_highest_token_is_read_past_what_its_process_wrote_after() -> None:
+    """The leader reads the backup process's last JSON line on its standard error; an
+    interpreter may write more there as it exits (a warning, an ignored exception),
+    which must not cost the backup."""
+    said = 'a warning\n{"last_token": 281474976710661}\nException ignored in: <...>\n'
+    assert _last_token(said) == 281474976710661
+    with pytest.raises(RuntimeError, match="highest token"):
+        _last_token("the cluster's backup failed: etcd unreachable\n")

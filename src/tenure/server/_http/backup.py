@@ -179,12 +179,29 @@ async def _from_etcd(
             log.warning("a cluster backup failed: %s", why or f"exit code {code}")
             raise RuntimeError("the backup's process failed (the server's log says why)")
         done = True
-        return int(json.loads(why.splitlines()[-1])["last_token"]), chunks
+        return _last_token(why), chunks
     finally:
         if not done and process.returncode is None:  # the client went: stop it
             with contextlib.suppress(ProcessLookupError):
                 process.kill()
             await process.wait()
+
+
+def _last_token(said: str) -> int:
+    """The highest token the backup process's standard error names (its last JSON
+    line: anything an interpreter writes there as it exits comes after, and is passed).
+
+    Raises:
+        RuntimeError: no line names it.
+    """
+    for line in reversed(said.splitlines()):
+        try:
+            found = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(found, dict) and isinstance(found.get("last_token"), int):
+            return int(found["last_token"])
+    raise RuntimeError("the backup's process did not say its highest token")
 
 
 async def _relay(pid: int, read_fd: int, send: Callable[[bytes], Awaitable[None]]) -> int:
