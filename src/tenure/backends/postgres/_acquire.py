@@ -292,6 +292,8 @@ class PgAcquirer:
         ttl = float(await self._store.call("renew", name, grant.hold))
         if ttl < 0:  # ran out already, by the database's clock: its reap ends it now
             self._store.reap_now()
+            if ttl < -1:  # (-2: at its max_hold's end, which no renewal passes)
+                raise LeaseLostError(f"the lease of {name!r} ended: held for its max_hold")
             raise LeaseLostError(f"the lease of {name!r} ran out before it was renewed")
         return ttl
 

@@ -267,23 +267,32 @@ BEGIN
                      FROM owners WHERE sid = p_sid), '[]'::jsonb);
 END $$;
 
--- Restart the lease of a hold's grant; the TTL in force.
+-- Restart the lease of a hold's grant; the TTL in force. A hold that ended names why
+-- (its outcome, not read by its client yet: a max_hold's end, a TTL run out), so a
+-- renewal that comes just after the end tells its holder the same reason; a lease
+-- that ran out already answers -1 (its TTL) or -2 (its max_hold's end).
 CREATE OR REPLACE FUNCTION @S.renew(
     p_sid bigint, p_secret bytea, p_seq int, p_name text, p_hold bigint
 ) RETURNS float8 LANGUAGE plpgsql SET search_path = @S, pg_catalog AS $$
 DECLARE
     s sessions := live(p_sid, p_secret, p_seq);
     o owners;
+    why text;
 BEGIN
     PERFORM 1 FROM semaphores WHERE node = s.node AND name = p_name FOR UPDATE;
     SELECT * INTO o FROM owners WHERE node = s.node AND name = p_name AND sid = p_sid
         AND hold = p_hold;
     IF NOT FOUND THEN
-        PERFORM fail('TN404', format('session %s holds no tokens of %L', p_sid, p_name));
+        SELECT message INTO why FROM outcomes WHERE sid = p_sid AND node = s.node
+            AND name = p_name AND hold = p_hold AND code = 'lease_lost';
+        PERFORM fail('TN404', format('session %s holds no tokens of %L', p_sid, p_name)
+                              || coalesce(': ' || why, ''));
     ELSIF o.lease_ttl IS NULL THEN
         PERFORM fail('TN412', format('the grant of %L has no lease TTL to renew', p_name));
     ELSIF o.lease_deadline < clock_timestamp() THEN
-        RETURN -1;  -- ran out already: the caller ends it (this transaction must commit)
+        -- Ran out already: the caller ends it (this transaction must commit).
+        RETURN CASE WHEN o.ends_at IS NOT NULL AND o.ends_at <= clock_timestamp()
+                    THEN -2 ELSE -1 END;
     END IF;
     -- A max_hold: no renewal takes the lease past its end (least ignores a NULL end).
     UPDATE owners
