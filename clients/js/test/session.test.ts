@@ -137,6 +137,19 @@ test("a semaphore: create, acquire counts with data, describe, update, compare-a
   await assert.rejects(pool.describe(), NotFoundError);
 });
 
+test("a restate changes a hold's data in place: the same token, seen by a describe", async () => {
+  const n = await node();
+  const a = await client.session(n);
+  const lease = await a.semaphore("slots").acquire({ count: 1, ephemeral: true, data: utf8.encode("step 1") });
+  await lease.restate(utf8.encode("step 2"));
+  assert.ok(lease.held);
+  const described = await a.semaphore("slots").describe({ owners: true });
+  assert.equal(described.owners.length, 1);
+  const owner = described.owners[0]!;
+  assert.deepEqual([Buffer.from(owner.data).toString(), owner.token], ["step 2", lease.token]);
+  await lease.release();
+});
+
 test("watch yields the state now, then each change in the order it was made", async () => {
   const n = await node();
   const watcher = await client.session(n);
