@@ -43,8 +43,18 @@ def serve_main(argv: Sequence[str]) -> int:
     args = parser.parse_args(list(argv))
     try:
         config = configure_server(args, os.environ)
+        if config.shards > 1:
+            from tenure.server._shards import check_shards
+
+            check_shards(config)
     except ConfigError as error:
         parser.error(str(error))  # exit 2, one line after the usage
+    if config.shards > 1:
+        from tenure.server._logs import setup_logging
+        from tenure.server._shards import run_shards
+
+        setup_logging(config.log_format)
+        return run_shards(config, argv)
     return run_server(config)
 
 

@@ -68,6 +68,7 @@ class ServeConfig:
 
     host: str = DEFAULT_HOST
     port: int = DEFAULT_PORT
+    shards: int = 1  # independent servers on ports port..port+shards-1 (_shards.py)
     data_dir: Path = Path(DEFAULT_DATA_DIR)
     fsync: FsyncMode = FsyncMode.ALWAYS
     batch_interval: float = DEFAULT_BATCH_INTERVAL

@@ -78,6 +78,17 @@ SETTINGS: Final = (
         in_range(0, 65535),
     ),
     Setting(
+        "shards",
+        int,
+        1,
+        "N",
+        "run N independent servers on this host, one per core: shard K on port PORT+K "
+        "(and every other listener's port + K) with data in DATA_DIR/shard-K; clients "
+        "reach them as tenure://HOST:PORT,HOST:PORT+1,...?sharded=true; a shard that "
+        "exits stops the rest (default: %(default)s)",
+        in_range(1, 64),
+    ),
+    Setting(
         "data_dir",
         Path,
         Path(DEFAULT_DATA_DIR),
