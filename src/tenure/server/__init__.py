@@ -24,7 +24,9 @@ The runtime, here:
 * :mod:`tenure.server._startup`: ``tenure serve`` from start to exit, and
   :mod:`tenure.server._start_failure`: why a start failed, in one line;
 * :mod:`tenure.server._reload`: the TLS and auth files read again, all or nothing
-  (SIGHUP, ``tenure reload``).
+  (SIGHUP, ``tenure reload``);
+* :mod:`tenure.server._shards`: ``tenure serve --shards N``, N servers on one host,
+  started, signalled and stopped together.
 
 By concern:
 
