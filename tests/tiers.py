@@ -177,6 +177,7 @@ TIERS: Final[dict[str, tuple[str, ...]]] = {
     "tests/ydb_face/test_units.py": UNIT,
     "tests/dashboard/test_board.py": UNIT,
     "tests/dashboard/test_dashboard_browser.py": ("browser", "service"),
+    "tests/bench/test_scale_report.py": UNIT,
     "tests/bench/test_targets.py": UNIT,
     "tests/bench/test_calls.py": UNIT,
     "tests/bench/test_readme.py": UNIT,

@@ -237,11 +237,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeats", type=int, help="override the mode's repeats")
     parser.add_argument("--out", type=Path, default=REPO / "docs" / "benchmarks.md")
     parser.add_argument(
-        "--scale", type=float, default=1.0, help="multiply seq/par/cont/ceiling sizes (smoke tests)"
+        "--size-factor",
+        type=float,
+        default=1.0,
+        help="multiply seq/par/cont/ceiling sizes (smoke tests)",
     )
     args = parser.parse_args(argv)
     for name, size in (QUICK_SIZES if args.quick else SIZES).items():
-        SIZES[name] = max(CLIENTS, round(size * args.scale))
+        SIZES[name] = max(CLIENTS, round(size * args.size_factor))
     quick = bool(args.quick)
     repeats = args.repeats or (3 if quick else 5)
     workloads = _pick(args.only, WORKLOADS, "workload")

@@ -232,7 +232,7 @@ def render(rows: Rows, meta: dict[str, Any], images: Path, notes: str) -> str:
         f"{meta.get('minutes', '?')} minutes; probe window {meta.get('probe_seconds')} s "
         "per size.",
         f"- **Machine**: {versions.get('cpu', '?')}, {versions.get('os', '?')}, "
-        f"{versions.get('kernel', '?')}; open files limit {meta.get('file_limit', '?'):,}.",
+        f"{versions.get('kernel', '?')}; open files limit {meta.get('file_limit', '?')}.",
         f"- **Build**: tenure {versions.get('tenure', '?')}; {versions.get('python', '')}, "
         f"uvloop {versions.get('uvloop', '')}.",
         "",
