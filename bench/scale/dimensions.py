@@ -33,8 +33,9 @@ from bench.scale.stage import STEP_TIMEOUT, staged
 from bench.scale.wire import Conn
 from tenure._core import CreateNode, ListNodes
 
-#: Headroom the server keeps for its own files besides connections (and the probe's).
-FD_HEADROOM = 200
+#: Files the server keeps besides the load's connections: its HTTP connections (256), its own
+#: files (64: server/_net/fds.py), the probe's; the rest is the largest size.
+FD_HEADROOM = 400
 #: Grants chained through the waiters' queue, per size.
 CHAIN = 1_000
 Row = dict[str, Any]

@@ -57,8 +57,9 @@ QUEUE = "queue"
 
 
 def roomy(count: int) -> NodeConfig:
-    """A node with room for ``count`` of everything, whose sessions outlive a slow run."""
-    room = max(count + 1_000, 10_000)
+    """A node with room for ``count`` of everything (within the server's ceilings, a
+    million each), whose sessions outlive a slow run."""
+    room = min(max(count + 1_000, 10_000), 1_000_000)
     return NodeConfig(
         recovery_window=3_600.0,
         max_sessions=room,
@@ -78,30 +79,48 @@ async def hear() -> str:
     return line.strip() or "end"
 
 
-async def open_many(port: int, count: int) -> list[Conn]:
-    """``count`` connections, opened :data:`OPEN_BATCH` at a time."""
+class Pinger:
+    """Keeps connections pinging, each every ``interval`` s from a random phase, from the
+    moment it is added (a connection opened early must not sit idle while the rest open:
+    the server closes a connection silent for its idle timeout); counts the pongs."""
+
+    def __init__(self, interval: float) -> None:
+        self.interval = interval
+        self.pongs = 0
+        self.failed = 0
+        self._tasks: list[asyncio.Task[None]] = []
+
+    def add(self, conns: list[Conn]) -> None:
+        """Start pinging ``conns`` (no-op without an interval)."""
+        if self.interval > 0:
+            self._tasks += [asyncio.create_task(self._one(c)) for c in conns]
+
+    async def _one(self, conn: Conn) -> None:
+        await asyncio.sleep(random.uniform(0, self.interval))
+        while conn.is_open():
+            try:
+                await asyncio.wait_for(conn.ping(), self.interval * 4)
+                self.pongs += 1
+            except (TimeoutError, ConnectionError):
+                self.failed += 1
+                return
+            await asyncio.sleep(self.interval)
+
+    def stop(self) -> None:
+        """Stop pinging."""
+        for task in self._tasks:
+            task.cancel()
+
+
+async def open_many(port: int, count: int, pinger: Pinger) -> list[Conn]:
+    """``count`` connections, opened :data:`OPEN_BATCH` at a time, each pinging at once."""
     conns: list[Conn] = []
     for start in range(0, count, OPEN_BATCH):
         batch = min(OPEN_BATCH, count - start)
-        conns += await asyncio.gather(*(Conn.open(port) for _ in range(batch)))
+        opened = await asyncio.gather(*(Conn.open(port) for _ in range(batch)))
+        pinger.add(opened)
+        conns += opened
     return conns
-
-
-async def keep_pinging(conns: list[Conn], interval: float, counts: dict[str, int]) -> None:
-    """Each connection pings every ``interval`` s, from a random phase; counts pongs."""
-
-    async def one(conn: Conn) -> None:
-        await asyncio.sleep(random.uniform(0, interval))
-        while conn.is_open():
-            try:
-                await asyncio.wait_for(conn.ping(), interval * 4)
-                counts["pongs"] += 1
-            except (TimeoutError, ConnectionError):
-                counts["failed"] += 1
-                return
-            await asyncio.sleep(interval)
-
-    await asyncio.gather(*(one(c) for c in conns))
 
 
 async def sessions_on(conns: list[Conn], node: str, count: int) -> list[tuple[Conn, int]]:
@@ -175,19 +194,18 @@ class Waiters:
 
 async def work(args: argparse.Namespace) -> None:
     """Build the load, say ``filled``, keep it until ``end``."""
-    counts = {"pongs": 0, "failed": 0}
+    pinger = Pinger(args.ping)
     conns: list[Conn] = []
-    pinger: asyncio.Task[None] | None = None
     waiters = Waiters()
     started = time.perf_counter()
     async with asyncio.timeout(args.timeout):
         if args.kind == "connections":
-            conns = await open_many(args.port, args.count)
+            conns = await open_many(args.port, args.count, pinger)
         elif args.kind == "sessions":
-            conns = await open_many(args.port, args.connections)
+            conns = await open_many(args.port, args.connections, pinger)
             await sessions_on(conns, args.node, args.count)
         elif args.kind == "holds":
-            conns = await open_many(args.port, args.connections)
+            conns = await open_many(args.port, args.connections, pinger)
             sessions = await sessions_on(conns, args.node, len(conns))
             share, extra = divmod(args.count, len(sessions))
 
@@ -198,15 +216,14 @@ async def work(args: argparse.Namespace) -> None:
 
             await asyncio.gather(*(hold(i, c, s) for i, (c, s) in enumerate(sessions)))
         elif args.kind == "nodes":
-            conns = [await Conn.open(args.port)]
+            conns = await open_many(args.port, 1, pinger)
             names = (f"n{args.index}-{i:07d}" for i in range(args.count))
             await pipelined(conns[0], [CreateNode(name) for name in names])
         elif args.kind == "waiters":
             await waiters.fill(args.port, args.node, args.count, args.connections)
             conns = list(waiters.conns.values())
+            pinger.add(conns)
     seconds = time.perf_counter() - started
-    if args.ping > 0:
-        pinger = asyncio.create_task(keep_pinging(conns, args.ping, counts))
     say(event="filled", count=args.count, seconds=seconds, connections=len(conns))
     while (word := await hear()) != "end":
         if word.startswith("chain "):
@@ -216,9 +233,8 @@ async def work(args: argparse.Namespace) -> None:
         else:
             raise RuntimeError(f"unknown word {word!r}")
     alive = sum(c.is_open() for c in conns)
-    say(event="ended", pongs=counts["pongs"], failed=counts["failed"], alive=alive)
-    if pinger is not None:
-        pinger.cancel()
+    say(event="ended", pongs=pinger.pongs, failed=pinger.failed, alive=alive)
+    pinger.stop()
     for conn in conns:
         conn.close()
 

@@ -12,7 +12,8 @@ then for ``--seconds``:
   or none, is a miss),
 
 and says ``probed`` with the pairs' p50, p99 and max, and the health probe's
-slowest answer and misses.
+slowest answer and misses. Between ``watch`` and ``unwatch`` (while the load is being
+put in place) it runs the health probe alone, and says ``watched`` with its numbers.
 """
 
 from __future__ import annotations
@@ -34,13 +35,16 @@ HEALTH_EVERY = 0.1
 HEALTH_LIMIT = 1.0
 
 
-async def health(http_port: int, seconds: float) -> tuple[float, int, int]:
-    """``/readyz`` every HEALTH_EVERY s for ``seconds``: slowest answer, answers, misses."""
+async def health(
+    http_port: int, seconds: float, stop: asyncio.Event | None = None
+) -> tuple[float, int, int]:
+    """``/readyz`` every HEALTH_EVERY s for ``seconds`` (or until ``stop`` is set):
+    slowest answer, answers, misses."""
     slowest, answered, missed = 0.0, 0, 0
     end = time.monotonic() + seconds
     timeout = aiohttp.ClientTimeout(total=HEALTH_LIMIT)
     async with aiohttp.ClientSession(timeout=timeout) as http:
-        while time.monotonic() < end:
+        while time.monotonic() < end and not (stop is not None and stop.is_set()):
             started = time.perf_counter()
             try:
                 async with http.get(f"http://127.0.0.1:{http_port}/readyz") as reply:
@@ -84,7 +88,26 @@ async def work(args: argparse.Namespace) -> None:
         async with client.session(NODE) as session:
             await pairs(session, 0.3)  # warm: the first requests pay for imports
             say(event="ready")
-            while (word := (await loop.run_in_executor(None, sys.stdin.readline)).strip()) == "go":
+            watching: tuple[asyncio.Event, asyncio.Task[tuple[float, int, int]]] | None = None
+            while (word := (await loop.run_in_executor(None, sys.stdin.readline)).strip()) in (
+                "go",
+                "watch",
+                "unwatch",
+            ):
+                if word == "watch":  # the health probe alone, while the load is filled
+                    stop = asyncio.Event()
+                    watching = stop, asyncio.create_task(health(args.http_port, 3600.0, stop))
+                    continue
+                if word == "unwatch" and watching is not None:
+                    watching[0].set()
+                    slowest, answered, missed = await watching[1]
+                    say(
+                        event="watched",
+                        health_max_ms=slowest * 1e3,
+                        health_answered=answered,
+                        health_missed=missed,
+                    )
+                    continue
                 checks = asyncio.create_task(health(args.http_port, args.seconds))
                 took = await pairs(session, args.seconds)
                 slowest, answered, missed = await checks

@@ -12,6 +12,8 @@ wait is bounded; every process is stopped by whoever started it.
 from __future__ import annotations
 
 import contextlib
+import json
+import math
 import re
 import time
 import urllib.request
@@ -50,6 +52,8 @@ class Stage:
     workdir: Path
     probe_seconds: float
     workers: list[Worker] = field(default_factory=list)
+    #: The health probe's numbers while the load was filled (``watched``).
+    filling: dict[str, Any] = field(default_factory=dict)
     rss_before: int = 0
     estimate_before: float = 0.0
 
@@ -72,6 +76,7 @@ class Stage:
         """``count`` of ``kind`` spread over ``workers`` processes; their ``filled`` events."""
         share, extra = divmod(count, workers)
         options.setdefault("ping", PING_INTERVAL)
+        self.probe.send("watch")
         for index in range(workers):
             argv = ["--kind", kind, "--port", str(self.port), "--index", str(index)]
             argv += ["--count", str(share + (index < extra)), "--timeout", str(STEP_TIMEOUT)]
@@ -79,7 +84,10 @@ class Stage:
                 argv += [f"--{key}", str(value)]
             log = self.workdir / f"load-{kind}-{count}-{index}.log"
             self.workers.append(Worker("bench.scale.load", argv, log))
-        return [w.expect("filled", STEP_TIMEOUT + 30) for w in self.workers]
+        filled = [w.expect("filled", STEP_TIMEOUT + 30) for w in self.workers]
+        self.probe.send("unwatch")
+        self.filling = self.probe.expect("watched", 30)
+        return filled
 
     def measure(self, items: int) -> dict[str, float]:
         """Memory per item, the server's CPU over the probe's window, the probe's numbers."""
@@ -90,7 +98,12 @@ class Stage:
         self.probe.send("go")
         probed = self.probe.expect("probed", self.probe_seconds + 60)
         cpu1, t1 = self.server.cpu_seconds(), time.monotonic()
+        stalls = self.stalls()
         row: dict[str, float] = {
+            "loop_stalls": len(stalls),
+            "loop_stall_max_ms": 1e3 * max(stalls, default=0.0),
+            "fill_health_max_ms": float(self.filling.get("health_max_ms", math.nan)),
+            "fill_health_missed": float(self.filling.get("health_missed", math.nan)),
             "rss_mb": rss / 1e6,
             "server_cpu_pct": 100 * (cpu1 - cpu0) / (t1 - t0),
             **{k: float(v) for k, v in probed.items() if k != "event"},
@@ -99,6 +112,16 @@ class Stage:
             row["bytes_per_item"] = (rss - self.rss_before) / items
             row["estimate_per_item"] = (estimate - self.estimate_before) / items
         return row
+
+    def stalls(self) -> list[float]:
+        """Seconds of each stall of the server's loop so far, as it logged them
+        (``loop_stalled``: a turn of the loop a second late or more), the load's filling
+        included: the probe asks only once the load is in place."""
+        found = []
+        for line in self.server.log().splitlines():
+            if '"event": "loop_stalled"' in line:
+                found.append(float(json.loads(line)["stalled_for"]))
+        return found
 
     def end_load(self) -> list[dict[str, Any]]:
         """Tell the workers to end; their ``ended`` events (pongs, failures)."""

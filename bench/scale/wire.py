@@ -92,6 +92,7 @@ class Conn(asyncio.Protocol):
         for future in (*self._answers.values(), *self._pongs.values(), self.welcomed):
             if not future.done():
                 future.set_exception(lost)
+                future.exception()  # (retrieved: a request sent without a wait, as a release)
         self._answers.clear()
         self._pongs.clear()
         if not self.closed.done():
