@@ -82,7 +82,9 @@ class Follower:
         if pointer is not None:
             data = await store.read_snapshot(pointer, revision)
             with collector_paused():
-                engine = load(msgpack.unpackb(data, raw=False))
+                # Not counted here: the host counts once it sets a quota or the
+                # budget, else pauses the counting (tenure.server._serve).
+                engine = load(msgpack.unpackb(data, raw=False), counted=False)
             applied, term = pointer.index, pointer.term
         self.engine, self.applied, self.term, self.revision = engine, applied, term, revision
         self.loads += 1
