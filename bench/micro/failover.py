@@ -17,6 +17,14 @@ faults one at a time, each bounded by :data:`FAULT_WAIT`:
   leader after another leads. Each client pings every quarter of its session's
   window (``--window``, 8 s by default as in the fault suite: a ping every 2 s).
 
+With ``--holds N``, the leader holds N mutexes before the first fault (one session
+of a node of their own, ``held``, whose window outlives the run, given them over the
+test suite's wire client as :mod:`bench.micro.cluster_snapshot` does): every
+failover then hands N holds to the successor, and every restarted member loads them
+from etcd. The successor's log line says what its takeover took (``catch_up_s``,
+the log's tail read and applied; ``resume_s``, its engine put on its clock); their
+medians are printed too.
+
 It prints, per fault kind, p50 / p99 / max of the failover time, of the election
 (the kill to the successor's log line; ``kill`` only) and how many faults ended
 without a grant within the bound (not timed, but counted). Faults start at a random
@@ -24,7 +32,9 @@ moment (0.5-1.5 s after the cluster settled), so they fall anywhere between two
 renewals of the leader's lease. Compare within one run: the machine is noisy.
 
 Internals: the tests' harness (tests.cluster, tests.etcd) to run and fail the
-servers; the clients use the public API only (``tenure.connect``, sessions, mutexes).
+servers; the clients use the public API only (``tenure.connect``, sessions, mutexes);
+``--holds`` uses the test suite's wire client (a million public lock objects would
+weigh on this process).
 """
 
 from __future__ import annotations
@@ -47,9 +57,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # run as a file, t
 from tests.cluster.harness import ClusterServer, TenureCluster
 from tests.compiled import compiled_build
 from tests.etcd.cluster import EtcdCluster
+from tests.server.wire import Clients as WireClients
 
 import tenure
 from bench.micro._backends import p99
+from bench.micro.cluster_snapshot import ROOMY, fill
+from tenure._core import CreateNode, CreateSession
 from tenure.errors import LostError, TenureError
 
 #: The bound of one fault (its grant, its restart, the cluster settling), in seconds.
@@ -65,13 +78,19 @@ class Figures:
     failovers: list[float] = field(default_factory=list)
     elections: list[float] = field(default_factory=list)
     ungranted: int = 0
+    #: What each successor's takeover took, from its log: catch_up_s, resume_s.
+    takeovers: dict[str, list[float]] = field(default_factory=dict)
 
     def line(self, kind: str) -> str:
         """The kind's summary line."""
+        parts = "".join(
+            f"  {name} p50 {statistics.median(samples):.3f} s"
+            for name, samples in self.takeovers.items()
+        )
         return (
             f"{kind:<6} faults {len(self.failovers) + self.ungranted:>3}  "
             f"failover {_summary(self.failovers)}  election {_summary(self.elections)}  "
-            f"ungranted {self.ungranted}"
+            f"ungranted {self.ungranted}{parts}"
         )
 
 
@@ -154,18 +173,34 @@ class Clients:
             return
 
 
-def _led_at(server: ClusterServer, since_wall: float) -> float | None:
+def _led_at(server: ClusterServer, since_wall: float) -> tuple[float, dict[str, float]] | None:
     """When ``server`` logged that it leads, at or after UNIX time ``since_wall``
-    (in ``time.monotonic()``'s terms)."""
+    (in ``time.monotonic()``'s terms), and the seconds its log line gives."""
     offset = time.time() - time.monotonic()
     for line in server.output(this_start=True).splitlines():
         if '"cluster_leading"' not in line:
             continue
         with contextlib.suppress(ValueError, KeyError):
-            ts = float(json.loads(line)["ts"])
+            said = json.loads(line)
+            ts = float(said["ts"])
             if ts >= since_wall:
-                return ts - offset
+                fields = said.get("fields", said)
+                spans = {k: float(v) for k, v in fields.items() if k.endswith("_s")}
+                return ts - offset, spans
     return None
+
+
+async def hold_many(port: int, holds: int) -> None:
+    """Have the server at ``port`` hold ``holds`` mutexes in one session of node
+    ``held`` (its window an hour: it outlives the connection, closed after)."""
+    clients = WireClients()
+    try:
+        filler = await clients.connect(port)
+        await filler.call(CreateNode("held", ROOMY))
+        sid = (await filler.call(CreateSession("held", b"bench-holds"))).session_id
+        await fill(filler, sid, holds)
+    finally:
+        await clients.close_all()
 
 
 async def _following(cluster: TenureCluster, server: ClusterServer, leader: ClusterServer) -> None:
@@ -197,7 +232,12 @@ async def _one_fault(
     finally:
         if kind == "stop":
             old.resume()
-    led = _led_at(new, since_wall)
+    said = _led_at(new, since_wall)
+    led = None
+    if said is not None:
+        led, spans = said
+        for name, seconds in spans.items():
+            figures.takeovers.setdefault(name, []).append(seconds)
     if kind == "kill":
         if led is not None:
             figures.elections.append(led - since)
@@ -226,6 +266,11 @@ async def _run(args: argparse.Namespace) -> None:
             with cluster:
                 for server in cluster.servers:
                     await _following(cluster, server, cluster.leader())
+                if args.holds:
+                    started = time.perf_counter()
+                    await hold_many(cluster.leader().port, args.holds)
+                    filled = time.perf_counter() - started
+                    print(f"the leader holds {args.holds:,} mutexes (filled in {filled:.0f} s)")
                 clients = Clients(cluster.url(), args.clients, args.window)
                 await clients.open()
                 try:
@@ -241,7 +286,8 @@ async def _run(args: argparse.Namespace) -> None:
                 lost[kind] = clients.lost
         build = "compiled" if compiled_build() else "pure"
         print(
-            f"lease TTL {args.ttl} s, {args.clients} clients, window {args.window:g} s "
+            f"{args.holds:,} holds, lease TTL {args.ttl} s, {args.clients} clients, "
+            f"window {args.window:g} s "
             f"(a ping every {args.window / 4:g} s), the {build} build"
         )
         for kind, samples in figures.items():
@@ -257,6 +303,7 @@ def main() -> None:
     command_line.add_argument("--clients", type=int, default=3)
     command_line.add_argument("--window", type=float, default=8.0, help="sessions' window (s)")
     command_line.add_argument("--seed", type=int, default=39)
+    command_line.add_argument("--holds", type=int, default=0, help="held by the leader")
     command_line.add_argument("--verbose", action="store_true", help="each fault's figure")
     asyncio.run(_run(command_line.parse_args()))
 

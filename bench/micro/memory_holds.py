@@ -23,13 +23,23 @@ collector paused): what a cluster's snapshot process spends on it
 before, the leader's loop paid it: ``bench.micro.cluster_snapshot`` measures the
 loop itself).
 
+With ``--restart``, also how long ``tenure serve`` takes to come back on that state:
+:func:`restart_seconds` (which ``bench/scale`` calls) fills a server, stops it
+(SIGTERM), starts it again on its data directory and times the process's start to
+its first answered request (a ``DescribeNode``, tried every 5 ms); then the parts
+of a recovery, timed in this process on a copy of that directory
+(:func:`restart_parts`: reading the files, unpacking and loading the snapshot,
+replaying the log after it, putting the engine on a new clock).
+
 What each hold is made of is the engine's business (:mod:`tenure._core.semaphore`,
 :mod:`tenure._core.holders`, :mod:`tenure._core.session`, :mod:`tenure._core.state`);
 the issue's target is at most 300 bytes per held lock, RSS and heap, at both sizes.
 
 Internals: ``tenure._core``'s Engine and its commands (the heap alone and its parts),
 its snapshot's ``dump`` and the server's ``collector_paused`` (a leader's snapshot,
-as the leader makes it), and the test suite's wire client and server process (no
+as the leader makes it), the data directory's ``DataDir``, ``apply_record`` and the
+snapshot's ``load`` and ``resume`` (a recovery's parts, as the server runs them),
+and the test suite's wire client and server process (no
 public client: a million of its lock objects would weigh on this process, not on
 the server measured).
 """
@@ -39,6 +49,8 @@ from __future__ import annotations
 import argparse
 import asyncio
 import gc
+import shutil
+import signal
 import sys
 import tempfile
 import time
@@ -58,12 +70,15 @@ from tenure._core import (
     Acquire,
     CreateNode,
     CreateSession,
+    DescribeNode,
     Engine,
     NodeConfig,
 )
-from tenure._core.snapshot import dump
+from tenure._core.snapshot import dump, load, resume
 from tenure._protocol import Failure, Reply
 from tenure.server._durability.journal import collector_paused
+from tenure.server._durability.records import apply_record
+from tenure.server._durability.storage import DataDir
 
 KEY = b"bench-key"
 #: Requests in flight per connection (each batch is sent, then its answers read).
@@ -132,6 +147,92 @@ async def server_rss(holds: int, sessions: int) -> tuple[int, int, float]:
             return before, _rss(server.proc.pid), took
         finally:
             await clients.close_all()
+
+
+async def _filled(data_dir: Path, holds: int, sessions: int) -> None:
+    """A server on ``data_dir`` given ``holds`` held mutexes, then stopped (SIGTERM)."""
+    clients = Clients()
+    with ServerProcess(data_dir, "--fsync", "off") as server:
+        try:
+            admin = await clients.connect(server.port)
+            await admin.call(CreateNode("n", ROOMY))
+            conns = [await clients.connect(server.port) for _ in range(sessions)]
+            sids = [(await c.call(CreateSession("n", KEY))).session_id for c in conns]
+            share = holds // sessions
+            await asyncio.gather(
+                *(
+                    _hold_many(c, sid, s, share + (holds % sessions if s == 0 else 0))
+                    for s, (c, sid) in enumerate(zip(conns, sids, strict=True))
+                )
+            )
+        finally:
+            await clients.close_all()
+        code = server.signal(signal.SIGTERM)
+        if code != 0:
+            raise RuntimeError(f"the filled server exited {code}: {server.output()[-2000:]}")
+
+
+async def _first_answer(data_dir: Path) -> float:
+    """Start a server on ``data_dir``: seconds from its start to its first answer."""
+    started = time.perf_counter()
+    server = ServerProcess(data_dir, "--fsync", "off")
+    clients = Clients()
+    try:
+        while True:
+            if server.proc.poll() is not None:
+                raise RuntimeError(f"the server exited: {server.output()[-2000:]}")
+            try:
+                client = await clients.connect(server.port)
+                await client.call(DescribeNode("n"))
+                return time.perf_counter() - started
+            except (TimeoutError, OSError, AssertionError):
+                await clients.close_all()
+                await asyncio.sleep(0.005)
+    finally:
+        await clients.close_all()
+        server.kill()
+
+
+def restart_seconds(holds: int, sessions: int = 4, *, keep: Path | None = None) -> float:
+    """Seconds from the start of ``tenure serve`` on the data directory of a server that
+    held ``holds`` mutexes (in ``sessions`` sessions, stopped by SIGTERM) to its first
+    answered request; ``keep``: where to leave a copy of that directory (for
+    :func:`restart_parts`)."""
+    with tempfile.TemporaryDirectory(prefix="tenure-restart-") as scratch:
+        data_dir = Path(scratch) / "data"
+        asyncio.run(_filled(data_dir, holds, sessions))
+        if keep is not None:
+            shutil.copytree(data_dir, keep)
+        return asyncio.run(_first_answer(data_dir))
+
+
+def restart_parts(data_dir: Path) -> dict[str, float]:
+    """The parts of a recovery of ``data_dir``, in seconds, timed in this process (the
+    directory is recovered for real: its log is opened for appending)."""
+    gc.collect()
+    found: dict[str, float] = {}
+    started = time.perf_counter()
+    recovered = DataDir(data_dir).recover()
+    found["reading the files"] = time.perf_counter() - started
+    engine = Engine()
+    with collector_paused():
+        if recovered.snapshot is not None:
+            started = time.perf_counter()
+            state = msgpack.unpackb(recovered.snapshot, raw=False)
+            found["unpacking the snapshot"] = time.perf_counter() - started
+            started = time.perf_counter()
+            engine = load(state, counted=False)  # (as the server loads it)
+            found["loading the snapshot"] = time.perf_counter() - started
+            del state
+        started = time.perf_counter()
+        for index, record in enumerate(recovered.records):
+            apply_record(engine, record, f"logged record {index}", data_dir)
+        found[f"replaying {len(recovered.records):,} records"] = time.perf_counter() - started
+        started = time.perf_counter()
+        engine.take_effects()
+        resume(engine, time.monotonic())
+        found["resuming on a new clock"] = time.perf_counter() - started
+    return found
 
 
 def _engine_with_sessions(sessions: int) -> tuple[Engine, list[int]]:
@@ -207,6 +308,7 @@ def main() -> None:
     parser.add_argument("--sessions", type=int, default=4)
     parser.add_argument("--no-server", action="store_true", help="the engine's heap only")
     parser.add_argument("--snapshot", action="store_true", help="time a leader's snapshot too")
+    parser.add_argument("--restart", action="store_true", help="time a server's restart too")
     args = parser.parse_args()
     build = "compiled" if compiled_build() else "pure"
     print(f"bytes per held lock ({build} build), {args.sessions} sessions:")
@@ -223,6 +325,16 @@ def main() -> None:
         for part, size in found.items():
             print(f"      {part:<26} {size:>6,.1f}")
         print(f"      {'(the rest)':<26} {heap - sum(found.values()):>6,.1f}")
+        if args.restart:
+            with tempfile.TemporaryDirectory(prefix="tenure-restart-") as scratch:
+                kept = Path(scratch) / "data"
+                seconds = restart_seconds(holds, args.sessions, keep=kept)
+                print(
+                    f"  {holds:>9,} holds: restart to the first answer {seconds:.2f} s; "
+                    "its parts, timed in this process:"
+                )
+                for part, took in restart_parts(kept).items():
+                    print(f"      {part:<32} {took:>6.2f} s")
         if args.snapshot:
             seconds, size = snapshot_block(holds, args.sessions)
             print(

@@ -3,6 +3,7 @@ deposed leader can no longer do, and how a follower reads what others wrote."""
 
 from __future__ import annotations
 
+import gc
 import uuid
 from collections.abc import AsyncIterator
 
@@ -149,3 +150,23 @@ async def test_a_follower_applies_the_log_in_order_and_loads_a_snapshot_it_fell_
     finally:
         await follower.stop()
         await hub.close()
+
+
+async def test_a_loaded_state_is_frozen_for_the_cyclic_collector(store: ClusterStore) -> None:
+    """What a follower loads lives on, as a single server's recovered state: the
+    collector's full collections need not walk it (at a million holds each walk kept
+    a standby's loop 270-450 ms)."""
+    lease, term = await _candidate(store, "a")
+    assert await store.append(1, _entry(term, CreateNode("app", NodeConfig())), lease) is (
+        Appended.DONE
+    )
+    follower = Follower(store, WatchHub(store.conn))
+    gc.unfreeze()
+    assert gc.get_freeze_count() == 0
+    try:
+        await follower.load()
+        assert "app" in follower.engine.nodes
+        assert gc.get_freeze_count() > 0
+    finally:
+        gc.unfreeze()
+        await follower.stop()

@@ -109,3 +109,24 @@ def test_a_paused_engine_s_snapshot_loads_counted() -> None:
     assert loaded.ledger.counting  # (an engine counts unless its host pauses it)
     assert loaded.ledger.estimate() == engine.ledger.estimate()
     check_invariants(loaded)
+
+
+def test_a_snapshot_loaded_uncounted_counts_once_a_budget_or_quota_is_set() -> None:
+    """``load(counted=False)``, a server's (its host pauses the ledger or sets a quota or
+    the budget): the whole state is not counted at the load, and is once counting
+    resumes."""
+    engine = make_engine()
+    _filled(engine)
+    loaded = load(dump(engine), counted=False)
+    assert not loaded.ledger.counting
+    assert loaded.ledger.estimate() == engine.ledger.estimate()  # (counted when asked)
+    check_invariants(loaded)
+    loaded.ledger.budget = 10**9
+    assert loaded.ledger.counting
+    assert loaded.ledger.usage["batch"].counts == engine.ledger.usage["batch"].counts
+    check_invariants(loaded)
+    again = load(dump(engine), counted=False)
+    again.ledger.quotas = {"batch": Quota(semaphores=5)}
+    assert again.ledger.counting
+    assert again.ledger.usage["batch"].counts == engine.ledger.usage["batch"].counts
+    check_invariants(again)

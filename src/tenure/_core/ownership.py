@@ -3,7 +3,8 @@
 The engine counts each owner's usage as its state changes (:mod:`tenure._core.quotas`);
 these are the slow, whole-state counterparts, for the rare moments that need them: a
 snapshot keeps each session's, semaphore's and node's owner (:func:`dump_owners`,
-:func:`load_owners`, which counts everything once after a load), and the invariant
+:func:`load_owners`, which counts everything once after a load, unless its caller
+pauses the counting), and the invariant
 checks compare the running counts with :func:`counted_usage`.
 """
 
@@ -86,9 +87,12 @@ def dump_owners(state: EngineState) -> dict[str, list[Any]]:
     return {"sessions": sessions, "nodes": nodes, "semaphores": semaphores}
 
 
-def load_owners(state: EngineState, plain: dict[str, list[Any]] | None) -> None:
+def load_owners(
+    state: EngineState, plain: dict[str, list[Any]] | None, *, counted: bool = True
+) -> None:
     """Give every session, node and semaphore its owner (``plain`` as
-    :func:`dump_owners` made it; absent: nobody's), then count every owner's usage."""
+    :func:`dump_owners` made it; absent: nobody's), then count every owner's usage
+    (``counted=False``: pause the ledger instead; it counts once resumed)."""
     ledger = state.ledger
     nobody = ledger.of("")
     for session in state.sessions.values():
@@ -114,7 +118,10 @@ def load_owners(state: EngineState, plain: dict[str, list[Any]] | None) -> None:
                 holder.usage = live[holder.session_id].usage
             for waiter in sem.waiters.values():
                 waiter.usage = live[waiter.session_id].usage
-    ledger.recount(counted_usage(state))
+    if counted:
+        ledger.recount(counted_usage(state))
+    else:  # (the whole state counted: 2-5 s at a million holds, the most of a restart)
+        ledger.pause_counting()
 
 
 def _owner(owner: object) -> str:

@@ -42,8 +42,12 @@ from tenure._core.values import (
 from tenure.errors import ErrorCode, InvalidArgumentError
 
 
-def load(data: Plain) -> Engine:
+def load(data: Plain, *, counted: bool = True) -> Engine:
     """An engine equal to the one :func:`dump` saw (without watches).
+
+    ``counted=False``: its ledger comes back paused instead of counting every owner's
+    usage from the whole state (:func:`~tenure._core.ownership.load_owners`): for a
+    host that pauses it anyway, or sets a quota or a budget, which counts then.
 
     Raises:
         InvalidArgumentError: the data is not a snapshot this version can read.
@@ -54,7 +58,7 @@ def load(data: Plain) -> Engine:
             f"not a tenure engine snapshot of version 1 to {SNAPSHOT_VERSION} (got {version!r})"
         )
     try:
-        return _load(data, version)
+        return _load(data, version, counted)
     except (KeyError, TypeError, ValueError, StopIteration) as error:
         raise InvalidArgumentError(f"malformed engine snapshot: {error!r}") from None
 
@@ -67,7 +71,7 @@ def _rows(flat: list[Any], width: int) -> Iterator[tuple[Any, ...]]:
     return zip(*[it] * width, strict=True)
 
 
-def _load(data: Plain, version: int) -> Engine:
+def _load(data: Plain, version: int, counted: bool) -> Engine:
     engine = Engine(max_nodes=data["max_nodes"])
     engine.now = float(data["now"])
     engine.last_token = int(data["last_token"])
@@ -141,7 +145,7 @@ def _load(data: Plain, version: int) -> Engine:
             session.note_missed(effect, limit)
     engine.rebuild_indexes()  # (the dicts were filled directly: sorted once here)
     engine.reschedule_all()
-    load_owners(engine, data.get("owners") if version > 9 else None)
+    load_owners(engine, data.get("owners") if version > 9 else None, counted=counted)
     return engine
 
 

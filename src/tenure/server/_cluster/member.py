@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import logging
 import time
 from collections.abc import Awaitable, Callable
@@ -216,13 +217,20 @@ class ClusterMember:
         follower = self.follower
         await follower.stop()
         try:
+            started = time.perf_counter()
             await self._until_deadline(follower.catch_up(), lease)
             index = follower.applied + 1
             engine = follower.engine
             self._fresh = False
             now = self.loop.time()
+            caught_up = time.perf_counter()
             engine.take_effects()
             resume(engine, now)  # every window and lease TTL starts afresh, as after a restart
+            gc.freeze()  # (the state lives on: as a single server's after its recovery)
+            spans = {
+                "catch_up_s": round(caught_up - started, 6),
+                "resume_s": round(time.perf_counter() - caught_up, 6),
+            }
             entry = LogEntry(term, framed(resume_record(now)))
             result = await self._until_deadline(
                 self.store.append(index, entry, lease.lease_id), lease
@@ -257,7 +265,12 @@ class ClusterMember:
         role.applied = lambda: appender.last_index
         host = leader_host(self.config, journal, engine, role, metrics)
         server = await self._start(host, sockets, role, metrics)
-        fields: dict[str, object] = {"term": term, "index": index, "sessions": len(engine.sessions)}
+        fields: dict[str, object] = {
+            "term": term,
+            "index": index,
+            "sessions": len(engine.sessions),
+            **spans,  # (what the takeover took: a failover's parts, bench.micro.failover)
+        }
         log.info("leading the cluster", extra={"event": "cluster_leading", "fields": fields})
         why = await self._while_leading(server, lease)
         if self._stop.is_set():

@@ -137,7 +137,9 @@ class Journal:
             if recovered.snapshot is None:
                 engine = Engine(max_nodes=max_nodes)
             else:
-                engine = load(msgpack.unpackb(recovered.snapshot, raw=False))
+                # Not counted here: the host counts once it sets a quota or the
+                # budget, else pauses the counting (tenure.server._serve).
+                engine = load(msgpack.unpackb(recovered.snapshot, raw=False), counted=False)
         records = recovered.records
         for start in range(0, len(records), REPLAY_STEP):
             with collector_paused():
