@@ -122,7 +122,8 @@ def _snapshots(text: str) -> list[dict[str, object]]:
     return [line.get("fields", line) for line in lines]
 
 
-async def run(args: argparse.Namespace, root: Path) -> None:
+async def run(args: argparse.Namespace, root: Path) -> dict[str, float]:
+    """The run (module docstring); prints its figures and returns them."""
     with EtcdCluster(1, root=root / "etcd") as etcd:
         extra = ("--cluster-snapshot-every", str(args.snapshot_every))
         with TenureCluster(root / "cluster", etcd.endpoints, extra=extra) as cluster:
@@ -134,7 +135,8 @@ async def run(args: argparse.Namespace, root: Path) -> None:
                 sid = (await filler.call(CreateSession("n", KEY))).session_id
                 started = time.perf_counter()
                 await fill(filler, sid, args.holds)
-                print(f"filled {args.holds:,} holds in {time.perf_counter() - started:.1f} s")
+                filled = time.perf_counter() - started
+                print(f"filled {args.holds:,} holds in {filled:.1f} s", file=sys.stderr)
                 await asyncio.sleep(2.0)  # (a snapshot the fill made due, done)
                 seen = len(_snapshots(leader.output()))
                 prober = await asyncio.create_subprocess_exec(
@@ -158,19 +160,45 @@ async def run(args: argparse.Namespace, root: Path) -> None:
             finally:
                 await clients.close_all()
             made = _snapshots(leader.output())[seen:]
-    print(f"churn: {args.churn:,} acquire+release pairs in {churned:.1f} s")
+    print(f"churn: {args.churn:,} acquire+release pairs in {churned:.1f} s", file=sys.stderr)
     for snapshot in made:
         print(
             f"  snapshot at index {snapshot.get('index')}: {snapshot.get('bytes'):,} bytes, "
-            f"{snapshot.get('seconds')} s from its start to its use"
+            f"{snapshot.get('seconds')} s from its start to its use",
+            file=sys.stderr,
         )
     waits.sort()
     p99 = waits[min(len(waits) - 1, int(len(waits) * 0.99))]
     print(
         f"probe: {len(waits)} answers, p50 {statistics.median(waits) * 1e3:.1f} ms, "
         f"p99 {p99 * 1e3:.1f} ms, max {waits[-1] * 1e3:.1f} ms "
-        f"({len(made)} snapshots made in the window)"
+        f"({len(made)} snapshots made in the window)",
+        file=sys.stderr,
     )
+    return {
+        "stall_max_ms": waits[-1] * 1e3,
+        "probe_p99_ms": p99 * 1e3,
+        "probe_p50_ms": statistics.median(waits) * 1e3,
+        "snapshots": float(len(made)),
+        "fill_s": filled,
+        "churn_s": churned,
+    }
+
+
+def measure(holds: int, churn: int = 0) -> dict[str, float]:
+    """What bench/scale reads: a leader holding ``holds`` mutexes through ``churn``
+    acquire+release pairs (default: enough records to make a snapshot due, a quarter
+    of the state's size and more), the probe's slowest answer meanwhile (the
+    snapshot's stall as its clients see it), its p50 and p99, the snapshots made."""
+    args = argparse.Namespace(
+        holds=holds,
+        churn=churn or max(30_000, holds * 3 // 20),
+        batch=200,
+        probe_ms=5.0,
+        snapshot_every=10_000,
+    )
+    with tempfile.TemporaryDirectory(prefix="tenure-bench-") as scratch:
+        return asyncio.run(run(args, Path(scratch)))
 
 
 def main() -> None:

@@ -43,6 +43,7 @@ import argparse
 import asyncio
 import contextlib
 import json
+import math
 import random
 import statistics
 import sys
@@ -255,43 +256,93 @@ async def _one_fault(
     return took
 
 
-async def _run(args: argparse.Namespace) -> None:
-    rng = random.Random(args.seed)
+async def faults(
+    kinds: list[str],
+    *,
+    holds: int,
+    count: int,
+    ttl: int,
+    clients: int,
+    window: float,
+    seed: int,
+    verbose: bool = False,
+) -> tuple[dict[str, Figures], dict[str, int], float]:
+    """``count`` faults of each kind on a fresh cluster whose leader holds ``holds``
+    mutexes: each kind's figures, sessions lost, and the seconds the fill took."""
+    rng = random.Random(seed)
+    filled = 0.0
     with tempfile.TemporaryDirectory(prefix="bench-failover-") as tmp, EtcdCluster(1) as etcd:
         root = Path(tmp)
         figures: dict[str, Figures] = {}
         lost: dict[str, int] = {}
-        for kind in args.kinds.split(","):
-            cluster = TenureCluster(root / kind, etcd.endpoints, lease_ttl=args.ttl)
+        for kind in kinds:
+            cluster = TenureCluster(root / kind, etcd.endpoints, lease_ttl=ttl)
             with cluster:
                 for server in cluster.servers:
                     await _following(cluster, server, cluster.leader())
-                if args.holds:
+                if holds:
                     started = time.perf_counter()
-                    await hold_many(cluster.leader().port, args.holds)
+                    await hold_many(cluster.leader().port, holds)
                     filled = time.perf_counter() - started
-                    print(f"the leader holds {args.holds:,} mutexes (filled in {filled:.0f} s)")
-                clients = Clients(cluster.url(), args.clients, args.window)
-                await clients.open()
+                    if verbose:
+                        print(f"the leader holds {holds:,} mutexes (filled in {filled:.0f} s)")
+                opened = Clients(cluster.url(), clients, window)
+                await opened.open()
                 try:
                     samples = figures.setdefault(kind, Figures())
-                    for round_ in range(args.faults):
+                    for round_ in range(count):
                         await asyncio.sleep(rng.uniform(0.5, 1.5))
-                        took = await _one_fault(kind, round_, cluster, clients, samples)
-                        if args.verbose:
+                        took = await _one_fault(kind, round_, cluster, opened, samples)
+                        if verbose:
                             said = "no grant" if took is None else f"{took:.3f} s"
                             print(f"  {kind} {round_ + 1}: {said}", flush=True)
                 finally:
-                    await clients.close()
-                lost[kind] = clients.lost
-        build = "compiled" if compiled_build() else "pure"
-        print(
-            f"{args.holds:,} holds, lease TTL {args.ttl} s, {args.clients} clients, "
-            f"window {args.window:g} s "
-            f"(a ping every {args.window / 4:g} s), the {build} build"
-        )
-        for kind, samples in figures.items():
-            print(f"{samples.line(kind)}  sessions lost {lost[kind]}")
+                    await opened.close()
+                lost[kind] = opened.lost
+    return figures, lost, filled
+
+
+def measure(holds: int, faults_: int = 1, ttl: int = 2) -> dict[str, float]:
+    """What bench/scale reads: ``faults_`` kills of the leader of a cluster holding
+    ``holds`` mutexes (lease TTL ``ttl`` s): the failover's median and slowest (from the
+    kill to a client's grant), the election's median, how far the slowest is past the
+    TTL, faults without a grant, sessions lost and the fill's seconds."""
+    figures, lost, filled = asyncio.run(
+        faults(["kill"], holds=holds, count=faults_, ttl=ttl, clients=3, window=8.0, seed=39)
+    )
+    kill = figures["kill"]
+    slowest = max(kill.failovers, default=math.nan)
+    return {
+        "failover_ms": 1e3 * statistics.median(kill.failovers) if kill.failovers else math.nan,
+        "failover_max_ms": 1e3 * slowest,
+        "election_ms": 1e3 * statistics.median(kill.elections) if kill.elections else math.nan,
+        "over_ttl_s": slowest - ttl,
+        "ttl_s": float(ttl),
+        "ungranted": float(kill.ungranted),
+        "sessions_lost": float(lost["kill"]),
+        "fill_s": filled,
+    }
+
+
+async def _run(args: argparse.Namespace) -> None:
+    figures, lost, _ = await faults(
+        args.kinds.split(","),
+        holds=args.holds,
+        count=args.faults,
+        ttl=args.ttl,
+        clients=args.clients,
+        window=args.window,
+        seed=args.seed,
+        verbose=args.verbose,
+    )
+    build = "compiled" if compiled_build() else "pure"
+    print(
+        f"{args.holds:,} holds, lease TTL {args.ttl} s, {args.clients} clients, "
+        f"window {args.window:g} s "
+        f"(a ping every {args.window / 4:g} s), the {build} build"
+    )
+    for kind, samples in figures.items():
+        print(f"{samples.line(kind)}  sessions lost {lost[kind]}")
 
 
 def main() -> None:

@@ -69,7 +69,7 @@ def measurers(quick: bool) -> dict[str, Callable[[int, Path], dict[str, Any]]]:
     def failover(size: int, workdir: Path) -> dict[str, Any]:
         from bench.micro import failover as failover_bench
 
-        return {"size": size, **failover_bench.measure(holds=size, faults=1 if quick else 3)}
+        return {"size": size, **failover_bench.measure(size, faults_=1 if quick else 3)}
 
     def snapshot(size: int, workdir: Path) -> dict[str, Any]:
         from bench.micro import cluster_snapshot
