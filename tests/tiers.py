@@ -131,6 +131,7 @@ TIERS: Final[dict[str, tuple[str, ...]]] = {
     "tests/server/test_serve_parts.py": UNIT,
     "tests/server/test_quota_pause_served.py": UNIT,  # a Server in this process
     "tests/server/test_reload_parts.py": UNIT,  # a Server in this process
+    "tests/server/net/test_later_pushes.py": UNIT,  # the routing on socket pairs
     # The journal forks a child to write a snapshot.
     **dict.fromkeys(
         (

@@ -204,17 +204,21 @@ def fire_watches(state: EngineState, node: Node, name: str, change: Change) -> N
     this step is another's change, and its listing work is bounded so.
     """
     # One description per shape asked for, shared by every watch that asked for it.
-    shapes: dict[tuple[bool, bool], SemaphoreDescription | None] = {}
+    # (A shape is an int, owners 2 + waiters 1: a tuple per watch would be one more
+    # object per firing for the cyclic collector, 100,000 of them for a fleet's watch.)
+    shapes: dict[int, SemaphoreDescription | None] = {}
     sem = node.semaphores.get(name)
+    effects = state.effects
     for watch in state.watches.fire(node.name, name, change):
         if not watch.repeat:
             state.sessions[watch.session_id].discard_watch(watch)
-        shape = (watch.with_owners, watch.with_waiters)
+        shape = (2 if watch.with_owners else 0) + (1 if watch.with_waiters else 0)
         if shape in shapes:
             description = shapes[shape]
         else:
-            description = shapes[shape] = _fired_description(state, name, sem, shape)
-        state.effects.append(WatchFired(watch.session_id, watch.watch_id, name, description))
+            pair = (watch.with_owners, watch.with_waiters)
+            description = shapes[shape] = _fired_description(state, name, sem, pair)
+        effects.append(WatchFired(watch.session_id, watch.watch_id, name, description))
 
 
 def _fired_description(

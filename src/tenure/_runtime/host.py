@@ -37,6 +37,12 @@ else is heard between slices. A command still sees none of what its time ended
 (the engine ticks to it first, whole); the server's own face holds its clients'
 commands back until the host has caught up (:meth:`Host.when_caught_up`).
 
+The cyclic collector is paused while a step's many effects are routed (at least
+:data:`MANY_EFFECTS`: one change a fleet watches makes a firing per watcher, which
+its walks would promote and then pay full collections for;
+:mod:`tenure._runtime.collector`). Only then: a pause costs calls, which every
+lone request would pay.
+
 Three commands are given a time of the host's besides: ReserveUnits (a rate
 limiter's reservation), ClaimName and ReleaseClaim (a claim's record) carry the
 host's wall clock, UNIX seconds, which the host sets (``_WALL_TIMED``); such a
@@ -68,6 +74,7 @@ from tenure._core import (
     SessionPage,
 )
 from tenure._core.stamps import stamp_effects, stamp_reply
+from tenure._runtime import collector
 from tenure._runtime.clock import Clock, TimerHandle
 from tenure.errors import UnavailableError
 
@@ -77,6 +84,9 @@ R = TypeVar("R")
 EffectSink = Callable[[Effect], None]
 #: Receives the effects of one step, stamped (a server's routing, or the sessions' sinks).
 Route = Callable[[list[Effect]], None]
+#: A step's effects from which the cyclic collector is paused while they are routed
+#: (module docstring): a change that 1,000 sessions watch.
+MANY_EFFECTS: Final = 1_000
 #: The commands whose ``at`` is the host's wall clock (module docstring).
 _WALL_TIMED: Final = frozenset({ReserveUnits, ClaimName, ReleaseClaim})
 
@@ -352,10 +362,17 @@ class Host:
     def _after_step(self, logged: bool) -> None:
         engine = self.engine
         if engine.effects:  # (most steps cause none: then nothing to take or deliver)
-            effects = stamp_effects(engine.take_effects(), self.wall_shift())
-            if self.observer is not None:
-                self.observer.effects(effects)
-            self.route(effects)
+            many = len(engine.effects) >= MANY_EFFECTS
+            if many:
+                collector.pause()  # (the module docstring)
+            try:
+                effects = stamp_effects(engine.take_effects(), self.wall_shift())
+                if self.observer is not None:
+                    self.observer.effects(effects)
+                self.route(effects)
+            finally:
+                if many:
+                    collector.resume()
         # (_arm_timer's first look, here: most steps leave the next deadline where it
         # was, and a call per step to learn that costs more than the look.)
         writer = self.writer

@@ -16,6 +16,7 @@ import logging
 
 from tenure._core import CloseSession, Effect, SessionEnded
 from tenure._protocol.fanout import FiredPushes
+from tenure._runtime import collector
 from tenure._runtime.host import Host
 from tenure.errors import ErrorCode, TenureError
 from tenure.server._net.gate import Conn
@@ -35,6 +36,10 @@ class Routing:
         self.host = host
         self.table = table
         self.out = out
+        # The cyclic collector waits while a fan-out's pushes wait (their effects are
+        # short-lived: tenure._runtime.collector).
+        out.later.busy = collector.pause
+        out.later.idle = collector.resume
 
     def route(self, effects: list[Effect]) -> None:
         """Deliver one step's effects (queued: they leave after the commit)."""
@@ -43,14 +48,37 @@ class Routing:
                 _log_session_ended(effect)
         routed, overflowed = self.table.route(effects)
         fired = FiredPushes()  # a change's watch firings: encoded once for all watchers
-        for conn, effect in routed:
-            if isinstance(conn, Conn):
-                self.out.push(conn, effect, fired)
-            else:
-                conn.deliver(effect)
+        out = self.out
+        later = out.later
+        if later.waiting or len(routed) > later.room_per_turn:
+            self._route_some_later(routed, fired)
+        else:
+            for conn, effect in routed:
+                if isinstance(conn, Conn):
+                    out.push(conn, effect, fired)
+                else:
+                    conn.deliver(effect)
         for session_id in overflowed:
             log.warning("session %d overflowed its push queue; closing it", session_id)
             asyncio.get_running_loop().call_soon(self._close_overflowed, session_id)
+
+    def _route_some_later(
+        self, routed: list[tuple[Conn | Face, Effect]], fired: FiredPushes
+    ) -> None:
+        """Push a turn's room now, the rest at later turns (module docstring): a push to
+        a connection that has pushes waiting waits behind them."""
+        out = self.out
+        later = out.later
+        waiting = later.waiting
+        room = later.room_per_turn
+        for conn, effect in routed:
+            if not isinstance(conn, Conn):
+                conn.deliver(effect)
+            elif room > 0 and conn not in waiting:
+                out.push(conn, effect, fired)
+                room -= 1
+            else:
+                later.defer(conn, effect)
 
     def _close_overflowed(self, session_id: int) -> None:
         with contextlib.suppress(TenureError):

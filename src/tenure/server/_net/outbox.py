@@ -37,6 +37,7 @@ from tenure._protocol.fanout import FiredPushes
 from tenure.errors import ErrorCode
 from tenure.server._config.serve_config import ServeConfig
 from tenure.server._net.gate import Conn
+from tenure.server._net.later import LaterPushes
 
 # The shapes the outboxes write to, in a module of their own that mypyc does not
 # compile (a compiled class keeps no docstring; Connection is public through plug).
@@ -72,9 +73,15 @@ class Outboxes:
         self._outgoing: set[Connection] = set()
         #: Output waiting for its batch to be durable: (batch, [(conn, bytes, close)]).
         self._sealed: deque[tuple[int, list[tuple[Connection, bytes, bool]]]] = deque()
+        #: A big fan-out's pushes, encoded over later turns (the routing's).
+        self.later = LaterPushes(self.push, config.step_budget)
 
     def emit(self, conn: Conn, message: ServerMessage, body: bytes | None = None) -> None:
-        """Queue ``message`` for a native connection (``body``: its encoding, if made)."""
+        """Queue ``message`` for a native connection (``body``: its encoding, if made),
+        behind the pushes to it that wait for a later turn (encoded now, first)."""
+        later = self.later
+        if later.waiting and conn in later.waiting:
+            later.catch_up(conn)
         try:
             data = conn.codec.send(message, body)
         except (FrameTooLargeError, LocalProtocolError) as error:
@@ -154,6 +161,7 @@ class Outboxes:
         """Forget what waits for a batch that will never be durable (a cluster's leader
         stepping down: nothing it had not made durable may reach anyone)."""
         self._sealed.clear()
+        self.later.clear()
         for conn in self._outgoing:
             conn.outbox.clear()
         self._outgoing.clear()
