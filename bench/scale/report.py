@@ -52,26 +52,53 @@ COLUMNS: dict[str, list[tuple[str, str, str]]] = {
         ("grant CPU ms", "grant_cpu_ms", "{:.3f}"),
         ("grant wall ms", "grant_wall_ms", "{:.3f}"),
     ],
+    "watchers": [
+        ("update answered ms", "answer_ms", "{:,.0f}"),
+        ("last watcher told ms", "last_told_ms", "{:,.0f}"),
+        ("told once", "told_once", "{:,.0f}"),
+        ("told twice+", "told_twice_or_more", "{:,.0f}"),
+        ("not told", "not_told", "{:,.0f}"),
+    ],
+    "failover": [
+        ("failover p50 ms", "failover_ms", "{:,.0f}"),
+        ("failover max ms", "failover_max_ms", "{:,.0f}"),
+        ("election ms", "election_ms", "{:,.0f}"),
+        ("past the TTL s", "over_ttl_s", "{:.2f}"),
+        ("fill s", "fill_s", "{:.0f}"),
+    ],
+    "snapshot": [
+        ("probe max ms", "stall_max_ms", "{:,.1f}"),
+        ("probe p99 ms", "probe_p99_ms", "{:,.1f}"),
+        ("snapshots", "snapshots", "{:.0f}"),
+    ],
+    "shards": [
+        ("pairs/s", "pairs_per_s", "{:,.0f}"),
+        ("par p50 ms", "par_p50_ms", "{:.2f}"),
+        ("par p99 ms", "par_p99_ms", "{:.2f}"),
+        ("server CPU µs/pair", "server_cpu_us_per_pair", "{:.1f}"),
+    ],
     "nodes": [
         ("list all s", "list_all_s", "{:.2f}"),
         ("list page max ms", "list_page_max_ms", "{:.1f}"),
     ],
 }
-#: The plots' series per dimension: (label, row key) on the left (bytes) and right (ms) axes.
+#: The plots' series per dimension: (label, row key, factor) on the left (bytes) and the
+#: right (ms) axes.
 PLOTTED = {
     "bytes": [
-        ("bytes/item (RSS)", "bytes_per_item"),
-        ("bytes/item (estimate)", "estimate_per_item"),
+        ("bytes/item (RSS)", "bytes_per_item", 1.0),
+        ("bytes/item (estimate)", "estimate_per_item", 1.0),
     ],
     "ms": [
-        ("probe p99 ms", "p99_ms"),
-        ("probe max ms", "max_ms"),
-        ("health max ms", "health_max_ms"),
-        ("health max ms (filling)", "fill_health_max_ms"),
-        ("update -> last watcher ms", "last_told_ms"),
-        ("failover ms", "failover_ms"),
-        ("snapshot stall ms", "stall_max_ms"),
-        ("restart ms", "restart_ms"),
+        ("probe p99 ms", "p99_ms", 1.0),
+        ("probe max ms", "max_ms", 1.0),
+        ("health max ms", "health_max_ms", 1.0),
+        ("health max ms (filling)", "fill_health_max_ms", 1.0),
+        ("update -> last watcher ms", "last_told_ms", 1.0),
+        ("failover ms", "failover_ms", 1.0),
+        ("snapshot: probe max ms", "stall_max_ms", 1.0),
+        ("restart ms", "restart_s", 1e3),
+        ("grant CPU ms", "grant_cpu_ms", 1.0),
     ],
 }
 
@@ -199,7 +226,7 @@ def plot(dimension: str, found: list[dict[str, Any]], path: Path) -> bool:
     """Size against bytes per item (left) and against milliseconds (right), log-log."""
     good = [r for r in found if "error" not in r and r.get("size", 0) > 0]
     panels = [
-        (unit, [(label, key) for label, key in series if any(key in r for r in good)])
+        (unit, [(label, key, k) for label, key, k in series if any(key in r for r in good)])
         for unit, series in PLOTTED.items()
     ]
     panels = [(unit, series) for unit, series in panels if series]
@@ -207,8 +234,8 @@ def plot(dimension: str, found: list[dict[str, Any]], path: Path) -> bool:
         return False
     fig, axes = plt.subplots(1, len(panels), figsize=(4.2 * len(panels), 3.4), dpi=110)
     for ax, (unit, series) in zip([axes] if len(panels) == 1 else axes, panels, strict=True):
-        for label, key in series:
-            points = [(r["size"], _value(r, key)) for r in good]
+        for label, key, factor in series:
+            points = [(r["size"], factor * _value(r, key)) for r in good]
             points = [(x, y) for x, y in points if not math.isnan(y) and y > 0]
             if points:
                 ax.plot(*zip(*points, strict=True), marker="o", label=label)
