@@ -52,6 +52,15 @@ class SortedKeys(Generic[K]):
         """Every key, in order (a new list: for tests and checks, not listings)."""
         return [key for run in self.runs for key in run]
 
+    def has(self, key: K) -> bool:
+        """Whether ``key`` is kept (two bisections)."""
+        lasts = self.lasts
+        r = bisect_left(lasts, key)
+        if r == len(lasts):
+            return False
+        run = self.runs[r]
+        return run[bisect_left(run, key)] == key
+
     def add(self, key: K) -> None:
         """Add ``key`` (no effect if present)."""
         runs, lasts = self.runs, self.lasts
