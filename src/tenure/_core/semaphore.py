@@ -163,16 +163,24 @@ class Semaphore(SemaphoreFields):
         A request that only shrinks or keeps an existing hold never waits: it takes
         no token from anyone.
         """
-        owner = self.owner(key)
-        if owner is not None and count <= owner.count:
-            return True
-        # (fits, inline: the hot path's question, asked with no further call)
+        # (its owner and count, and fits, inline: the hot path's question, asked with
+        # no further call)
+        owners = self._owners
         rest = self._rest
         kept = rest if isinstance(rest, SemaphoreRest) else None
+        if owners is None:
+            owner, total = None, 0
+        elif type(owners) is Owner:
+            owner, total = (owners if owners.key == key else None), owners.count
+        else:
+            assert kept is not None  # (two owners or more keep their sum there)
+            owner, total = owners.get(key), kept.count  # type: ignore[union-attr]
+        if owner is not None and count <= owner.count:
+            return True
         if kept is not None and (kept.waiters is not None or now < kept.blocked_until):
             return False
         held = 0 if owner is None else owner.count
-        return self.count - held + count <= (MAX_COUNT if kept is None else kept.limit)
+        return total - held + count <= (MAX_COUNT if kept is None else kept.limit)
 
     def describe(
         self, *, owners: bool, waiters: bool, sessions: Mapping[int, Session] | None = None
@@ -199,13 +207,19 @@ class Semaphore(SemaphoreFields):
     def set_owner(self, owner: Owner) -> Owner | None:
         """Install ``owner`` (replacing its holder's earlier hold); returns the old hold."""
         sid = owner.key
-        old = self.owner(sid)
-        owners = self._owners
+        owners = self._owners  # (its holder's hold, inline: no call on the hot path)
+        if owners is None:
+            old = None
+        elif type(owners) is Owner:
+            old = owners if owners.key == sid else None
+        else:
+            old = owners.get(sid)  # type: ignore[union-attr]
         if owners is None or (old is not None and type(owners) is Owner):
             self._owners = owner  # (its count is the semaphore's: no sum kept)
+            total = owner.count
         elif type(owners) is Owner:
             kept = self._own_rest()  # (two owners: their sum is kept there)
-            kept.count = owners.count + owner.count
+            total = kept.count = owners.count + owner.count
             self._owners = {owners.key: owners, sid: owner}
         else:
             assert isinstance(owners, dict)
@@ -217,8 +231,11 @@ class Semaphore(SemaphoreFields):
                     # order; a restated grant (same token) keeps its place.
                     del owners[sid]
             kept.count += owner.count
+            total = kept.count
             owners[sid] = owner
-        assert self.count <= self.limit, "grant beyond the limit"
+        rest = self._rest
+        limit = rest.limit if isinstance(rest, SemaphoreRest) else MAX_COUNT
+        assert total <= limit, "grant beyond the limit"
         usage = owner.usage
         if old is None and usage is not None and usage.live:  # (a new hold, not restated)
             usage.add(Q_HOLDS, 1)
