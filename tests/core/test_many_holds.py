@@ -10,6 +10,7 @@ from tenure._core import Release
 from tenure._core.many_holds import MANY, ManyHolds, Numbers
 from tenure._core.session import Session
 from tenure._core.snapshot import dump, load
+from tenure._core.sorted_keys import SortedKeys
 
 from .support import NODE, acquire, make_engine, open_session
 
@@ -102,3 +103,12 @@ def test_many_names_cost_less_than_a_dict_of_them() -> None:
     runs = many._names.runs
     compact = sys.getsizeof(runs) + sum(map(sys.getsizeof, runs)) + sys.getsizeof(many._numbers)
     assert compact < sys.getsizeof(table) / 2
+
+
+def test_the_sorted_index_says_whether_it_changed_and_what_it_has() -> None:
+    keys: SortedKeys[str] = SortedKeys(["b", "d"])
+    assert (keys.add("c"), keys.add("c"), keys.add("a")) == (True, False, True)
+    assert (keys.has("c"), keys.has("e"), keys.has("0")) == (True, False, False)
+    assert (keys.discard("c"), keys.discard("c"), keys.discard("z")) == (True, False, False)
+    assert keys.keys == ["a", "b", "d"]
+    assert not SortedKeys[str]().has("a")

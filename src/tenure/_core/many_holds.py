@@ -85,11 +85,15 @@ class ManyHolds(AbstractSet[str]):
 
     def add(self, name: str, number: int) -> bool:
         """Add hold ``number`` on ``name``; whether it was not there."""
-        numbers = self.get(name)
-        if numbers is None:
-            self._names.add(name)
-            if number != 0:
-                self._numbers[name] = number
+        numbers = self._numbers.get(name)
+        if numbers is None:  # (none there, or hold 0 alone: one bisection finds which)
+            if self._names.add(name):
+                if number != 0:
+                    self._numbers[name] = number
+                return True
+            if number == 0:
+                return False
+            self._numbers[name] = {0, number}
             return True
         if type(numbers) is int:
             if numbers == number:
@@ -104,9 +108,9 @@ class ManyHolds(AbstractSet[str]):
 
     def discard(self, name: str, number: int) -> bool:
         """Drop hold ``number`` on ``name``; whether it was there."""
-        numbers = self.get(name)
-        if numbers is None:
-            return False
+        numbers = self._numbers.get(name)
+        if numbers is None:  # (none there, or hold 0 alone)
+            return number == 0 and self._names.discard(name)
         if type(numbers) is int:
             if numbers != number:
                 return False
