@@ -34,6 +34,9 @@ replaying the log after it, putting the engine on a new clock).
 What each hold is made of is the engine's business (:mod:`tenure._core.semaphore`,
 :mod:`tenure._core.holders`, :mod:`tenure._core.session`, :mod:`tenure._core.state`);
 the issue's target is at most 300 bytes per held lock, RSS and heap, at both sizes.
+It also prints the memory budget's estimate per hold (the engine's own, what
+``--memory-budget`` is charged), and :func:`bytes_per_hold` gives a caller
+(``bench/scale``) the RSS and the estimate at one size.
 
 Internals: ``tenure._core``'s Engine and its commands (the heap alone and its parts),
 its snapshot's ``dump`` and the server's ``collector_paused`` (a leader's snapshot,
@@ -56,6 +59,7 @@ import tempfile
 import time
 import tracemalloc
 from collections.abc import Iterable
+from dataclasses import dataclass
 from pathlib import Path
 
 import msgpack
@@ -74,6 +78,8 @@ from tenure._core import (
     Engine,
     NodeConfig,
 )
+from tenure._core.many_holds import ManyHolds, Numbers
+from tenure._core.semaphore_fields import SemaphoreRest
 from tenure._core.snapshot import dump, load, resume
 from tenure._protocol import Failure, Reply
 from tenure.server._durability.journal import collector_paused
@@ -278,6 +284,46 @@ def _deep(objects: Iterable[object]) -> int:
     return sum(sys.getsizeof(o) for o in objects)
 
 
+def _table_bytes(table: dict[str, Numbers] | ManyHolds | None) -> int:
+    """A session's table of holds: its dict, or (past MANY names) its sorted runs."""
+    if not isinstance(table, ManyHolds):
+        return 0 if table is None else sys.getsizeof(table)
+    runs = table._names.runs
+    return sys.getsizeof(runs) + _deep(runs) + sys.getsizeof(table._numbers)
+
+
+def engine_estimate(holds: int, sessions: int) -> float:
+    """The memory budget's estimate (``--memory-budget``: the engine's own) per hold of
+    an Engine given the same acquires (its growth over the sessions' alone)."""
+    engine, sids = _engine_with_sessions(sessions)
+    before = engine.ledger.estimate()
+    _fill(engine, sids, holds)
+    return (engine.ledger.estimate() - before) / holds
+
+
+@dataclass(frozen=True)
+class HoldCost:
+    """What a held lock costs at one size: a real server's RSS and the engine's estimate."""
+
+    holds: int
+    #: The server's RSS growth per hold (``tenure serve --fsync off``, this build).
+    rss_bytes: float
+    #: The memory budget's estimate per hold (what ``--memory-budget`` is charged).
+    estimate_bytes: float
+    #: The server's build: "compiled" or "pure".
+    build: str
+    #: Seconds the server took to be given them.
+    fill_seconds: float
+
+
+def bytes_per_hold(holds: int, sessions: int = 4) -> HoldCost:
+    """Bytes per held lock at ``holds`` (for ``bench/scale``): RSS and the engine's estimate."""
+    before, after, took = asyncio.run(server_rss(holds, sessions))
+    estimate = engine_estimate(holds, sessions)
+    build = "compiled" if compiled_build() else "pure"
+    return HoldCost(holds, (after - before) / holds, estimate, build, took)
+
+
 def parts(holds: int, sessions: int) -> dict[str, float]:
     """Where an Engine's bytes per hold are: each part's ``sys.getsizeof`` over N."""
     engine, sids = _engine_with_sessions(sessions)
@@ -289,14 +335,14 @@ def parts(holds: int, sessions: int) -> dict[str, float]:
     found: dict[str, int] = {
         "semaphore objects": _deep(sems),
         "owner objects": _deep(owners),
-        "semaphores' rests": _deep(s._rest for s in sems if s._rest is not None),
+        "semaphores' rests": _deep(s._rest for s in sems if isinstance(s._rest, SemaphoreRest)),
         "owners' rests": _deep(o._rest for o in owners if o._rest is not None),
         "names (str)": _deep({id(s.name): s.name for s in sems}.values()),
         "node.semaphores (dict)": sys.getsizeof(node.semaphores),
         "node.semaphore_index": sys.getsizeof(node.semaphore_index.runs)
         + _deep(node.semaphore_index.runs)
         + sys.getsizeof(node.semaphore_index.lasts),
-        "sessions' holds tables": _deep(state.sessions[sid]._holds or {} for sid in sids),
+        "sessions' holds tables": sum(_table_bytes(state.sessions[sid]._holds) for sid in sids),
         "deadline heap": sys.getsizeof(state.deadlines._heap),
     }
     return {part: size / holds for part, size in found.items()}
@@ -320,6 +366,8 @@ def main() -> None:
                 f"{(after - before) / holds:,.0f} B per hold (filled in {took:.0f} s)"
             )
         heap = engine_heap(holds, args.sessions)
+        estimate = engine_estimate(holds, args.sessions)
+        print(f"  {holds:>9,} holds: the memory budget's estimate {estimate:,.0f} B per hold")
         print(f"  {holds:>9,} holds: engine heap {heap:,.0f} B per hold, of which:")
         found = parts(holds, args.sessions)
         for part, size in found.items():

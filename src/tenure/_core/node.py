@@ -64,7 +64,8 @@ class Node:
         against its owner (its ``usage``) with its data from now on."""
         self.semaphores[sem.name] = sem
         self.semaphore_index.add(sem.name)
-        if sem.usage is not None and sem.usage.live:  # (else no call: counted nowhere)
+        usage = sem.usage  # (read once: a property)
+        if usage is not None and usage.live:  # (else no call: counted nowhere)
             _count_semaphore(sem, 1)
         return sem
 
@@ -74,7 +75,8 @@ class Node:
         self.semaphore_index.discard(name)
         if not sem.is_idle():  # (a forced delete, a dropped node)
             sem.forget_holders_data()
-        if sem.usage is not None and sem.usage.live:  # (else no call: counted nowhere)
+        usage = sem.usage  # (read once: a property)
+        if usage is not None and usage.live:  # (else no call: counted nowhere)
             _count_semaphore(sem, -1)
 
     def hand_over(self, sem: Semaphore, usage: Usage | None) -> None:

@@ -97,8 +97,9 @@ __all__ = [
 #: the heap each took when measured with ``python -m bench.micro.memory_budget`` on
 #: the compiled build (a session about 410, a watch 670, a queued acquire 440, a
 #: created semaphore 240, a node 1160, a numbered hold on a shared semaphore 300,
-#: with their indexes; a held mutex, its semaphore and hold together, about 320:
-#: ``bench.micro.memory_holds``), rounded up (the allocator's slack; measured with
+#: with their indexes; a held mutex, its semaphore and hold together, about 280 of
+#: RSS at a million (issue 51: 319 before; charged 900 and its name, ``python -m
+#: bench.micro.memory_holds``), rounded up (the allocator's slack; measured with
 #: short names, which these cover). The memory budget is charged these (in
 #: :data:`TRACKED` order) plus every data byte, which counts what a client chooses
 #: the size of: data, names, keys, identities (:func:`text_bytes`). A prefix watch

@@ -40,7 +40,7 @@ from tenure._core.holders import (
 )
 from tenure._core.holders import holder_key as holder_key
 from tenure._core.quotas import Q_DATA_BYTES, Q_HOLDS
-from tenure._core.semaphore_fields import NO_HOLDERS, SemaphoreFields
+from tenure._core.semaphore_fields import NO_HOLDERS, SemaphoreFields, SemaphoreRest
 from tenure._core.session import Session
 from tenure._core.values import MAX_COUNT, SemaphoreDescription
 
@@ -76,7 +76,7 @@ class Semaphore(SemaphoreFields):
     def waiter(self, key: int) -> Waiter | None:
         """The queued request of holder ``key``, if it has one."""
         rest = self._rest  # (read in place: no property call on the hot path)
-        waiters = None if rest is None else rest.waiters
+        waiters = rest.waiters if isinstance(rest, SemaphoreRest) else None
         return None if waiters is None else waiters.get(key)
 
     @property
@@ -102,13 +102,13 @@ class Semaphore(SemaphoreFields):
     def waiters(self) -> Mapping[int, Waiter]:
         """Queued requests by holder key, in service order (a read-only view)."""
         rest = self._rest
-        waiters = None if rest is None else rest.waiters
+        waiters = rest.waiters if isinstance(rest, SemaphoreRest) else None
         return NO_HOLDERS if waiters is None else waiters
 
     def queue_length(self) -> int:
         """How many requests wait."""
         rest = self._rest
-        waiters = None if rest is None else rest.waiters
+        waiters = rest.waiters if isinstance(rest, SemaphoreRest) else None
         return 0 if waiters is None else len(waiters)
 
     def timed(self) -> bool:
@@ -118,7 +118,7 @@ class Semaphore(SemaphoreFields):
         cost of this one call.)
         """
         rest = self._rest
-        if rest is not None and (rest.blocked_until or rest.waiters is not None):
+        if isinstance(rest, SemaphoreRest) and (rest.blocked_until or rest.waiters is not None):
             return True
         owners = self._owners
         if owners is None:
@@ -130,13 +130,15 @@ class Semaphore(SemaphoreFields):
     def is_idle(self) -> bool:
         """No owners and no waiters (an ephemeral semaphore may then vanish)."""
         rest = self._rest
-        return self._owners is None and (rest is None or rest.waiters is None)
+        return self._owners is None and (
+            not isinstance(rest, SemaphoreRest) or rest.waiters is None
+        )
 
     def vanishes(self, now: float) -> bool:
         """Whether it goes now, as an idle ephemeral semaphore does (nobody holds or
         waits, and no lock-delay runs at ``now``): one question, one call."""
         rest = self._rest
-        if rest is None:  # (an ephemeral mutex's defaults: no queue, no lock-delay)
+        if not isinstance(rest, SemaphoreRest):  # (an ephemeral mutex's defaults)
             return self._owners is None
         return (
             rest.ephemeral
@@ -148,11 +150,12 @@ class Semaphore(SemaphoreFields):
     def fits(self, key: int, count: int, now: float) -> bool:
         """Could ``count`` tokens for holder ``key`` be granted now, ignoring the queue?"""
         rest = self._rest
-        if rest is not None and now < rest.blocked_until:
+        kept = rest if isinstance(rest, SemaphoreRest) else None
+        if kept is not None and now < kept.blocked_until:
             return False
         owner = self.owner(key)
         held = 0 if owner is None else owner.count
-        return self.count - held + count <= (MAX_COUNT if rest is None else rest.limit)
+        return self.count - held + count <= (MAX_COUNT if kept is None else kept.limit)
 
     def can_grant_now(self, key: int, count: int, now: float) -> bool:
         """Would a new request of holder ``key`` be granted at once (fits, nobody ahead)?
@@ -160,15 +163,24 @@ class Semaphore(SemaphoreFields):
         A request that only shrinks or keeps an existing hold never waits: it takes
         no token from anyone.
         """
-        owner = self.owner(key)
+        # (its owner and count, and fits, inline: the hot path's question, asked with
+        # no further call)
+        owners = self._owners
+        rest = self._rest
+        kept = rest if isinstance(rest, SemaphoreRest) else None
+        if owners is None:
+            owner, total = None, 0
+        elif type(owners) is Owner:
+            owner, total = (owners if owners.key == key else None), owners.count
+        else:
+            assert kept is not None  # (two owners or more keep their sum there)
+            owner, total = owners.get(key), kept.count  # type: ignore[union-attr]
         if owner is not None and count <= owner.count:
             return True
-        # (fits, inline: the hot path's question, asked with no further call)
-        rest = self._rest
-        if rest is not None and (rest.waiters is not None or now < rest.blocked_until):
+        if kept is not None and (kept.waiters is not None or now < kept.blocked_until):
             return False
         held = 0 if owner is None else owner.count
-        return self.count - held + count <= (MAX_COUNT if rest is None else rest.limit)
+        return total - held + count <= (MAX_COUNT if kept is None else kept.limit)
 
     def describe(
         self, *, owners: bool, waiters: bool, sessions: Mapping[int, Session] | None = None
@@ -195,24 +207,35 @@ class Semaphore(SemaphoreFields):
     def set_owner(self, owner: Owner) -> Owner | None:
         """Install ``owner`` (replacing its holder's earlier hold); returns the old hold."""
         sid = owner.key
-        old = self.owner(sid)
-        rest = self.count if old is None else self.count - old.count
-        # ``rest + count`` would be a new int object per hold; mostly rest is 0.
-        self.count = owner.count if rest == 0 else rest + owner.count
-        owners = self._owners
-        if owners is None or (old is not None and type(owners) is Owner):
-            self._owners = owner
+        owners = self._owners  # (its holder's hold, inline: no call on the hot path)
+        if owners is None:
+            old = None
         elif type(owners) is Owner:
+            old = owners if owners.key == sid else None
+        else:
+            old = owners.get(sid)  # type: ignore[union-attr]
+        if owners is None or (old is not None and type(owners) is Owner):
+            self._owners = owner  # (its count is the semaphore's: no sum kept)
+            total = owner.count
+        elif type(owners) is Owner:
+            kept = self._own_rest()  # (two owners: their sum is kept there)
+            total = kept.count = owners.count + owner.count
             self._owners = {owners.key: owners, sid: owner}
         else:
             assert isinstance(owners, dict)
-            if old is not None and old.token != owner.token:
-                # A new grant (an upgrade) goes to the back, keeping owners in grant
-                # order; a restated grant (same token) keeps its place.
-                del owners[sid]
+            kept = self._own_rest()
+            if old is not None:
+                kept.count -= old.count
+                if old.token != owner.token:
+                    # A new grant (an upgrade) goes to the back, keeping owners in grant
+                    # order; a restated grant (same token) keeps its place.
+                    del owners[sid]
+            kept.count += owner.count
+            total = kept.count
             owners[sid] = owner
-        kept = self._rest
-        assert self.count <= (MAX_COUNT if kept is None else kept.limit), "grant beyond the limit"
+        rest = self._rest
+        limit = rest.limit if isinstance(rest, SemaphoreRest) else MAX_COUNT
+        assert total <= limit, "grant beyond the limit"
         usage = owner.usage
         if old is None and usage is not None and usage.live:  # (a new hold, not restated)
             usage.add(Q_HOLDS, 1)
@@ -231,18 +254,19 @@ class Semaphore(SemaphoreFields):
             if owners.key != key:
                 return None
             self._owners = None
-            self.count = 0
             if owners.usage is not None and owners.usage.live:  # (else no call: counted nowhere)
                 forget_hold(owners)
             return owners
         assert isinstance(owners, dict)
         owner = owners.pop(key, None)
         if owner is not None:
-            self.count -= owner.count
+            kept = self._own_rest()  # (it has one: two owners or more keep their sum there)
+            kept.count -= owner.count
             if owner.usage is not None and owner.usage.live:  # (else no call: counted nowhere)
                 forget_hold(owner)
             if len(owners) == 1:
                 self._owners = next(iter(owners.values()))
+                self._tidy()
         return owner
 
     def enqueue(self, waiter: Waiter) -> Waiter | None:
@@ -263,7 +287,7 @@ class Semaphore(SemaphoreFields):
     def restate_waiter(self, waiter: Waiter) -> None:
         """Replace its holder's queued request with ``waiter``, in the same place."""
         rest = self._rest
-        waiters = None if rest is None else rest.waiters
+        waiters = rest.waiters if isinstance(rest, SemaphoreRest) else None
         assert waiters is not None, "restating a request of an empty queue"
         assert waiter.key in waiters, "restating a request not queued"
         old = waiters[waiter.key]
@@ -276,18 +300,18 @@ class Semaphore(SemaphoreFields):
     def is_head(self, key: int) -> bool:
         """Whether holder ``key``'s request is first in the queue."""
         rest = self._rest
-        waiters = None if rest is None else rest.waiters
+        waiters = rest.waiters if isinstance(rest, SemaphoreRest) else None
         return waiters is not None and next(iter(waiters)) == key
 
     def remove_waiter(self, key: int) -> Waiter | None:
         """Take the waiter of holder ``key`` out of the queue, if any."""
         rest = self._rest
-        waiters = None if rest is None else rest.waiters
+        waiters = rest.waiters if isinstance(rest, SemaphoreRest) else None
         if waiters is None:
             return None
         waiter = waiters.pop(key, None)
         if not waiters:
-            assert rest is not None  # (it has the waiters)
+            assert isinstance(rest, SemaphoreRest)  # (it has the waiters)
             rest.waiters = None
             self._tidy()
         if waiter is not None and waiter.data:  # (most holds have none: no call)
@@ -305,5 +329,5 @@ class Semaphore(SemaphoreFields):
     def head(self) -> Waiter | None:
         """The first request in the queue, if any (served next, when it fits)."""
         rest = self._rest
-        waiters = None if rest is None else rest.waiters
+        waiters = rest.waiters if isinstance(rest, SemaphoreRest) else None
         return None if waiters is None else next(iter(waiters.values()))

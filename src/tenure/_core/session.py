@@ -12,10 +12,11 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from collections.abc import Set as AbstractSet
 from types import MappingProxyType
-from typing import Any, Final, TypeAlias
+from typing import Any, Final
 
 from tenure._core._dataclass import dataclass
 from tenure._core.effects import AcquireFailed, LeaseLost
+from tenure._core.many_holds import MANY, ManyHolds, Numbers
 from tenure._core.quotas import (
     Q_DATA_BYTES,
     Q_MISSED_BYTES,
@@ -48,8 +49,7 @@ def missed_bytes(effect: Missed) -> int:
 
 #: The numbers of a session's holds (or waits) on one semaphore: one int, the usual
 #: case (a set costs 216 bytes, and a server may keep a hundred thousand held
-#: mutexes), or a set of two or more.
-Numbers: TypeAlias = int | set[int]
+#: mutexes), or a set of two or more (:data:`tenure._core.many_holds.Numbers`).
 
 
 @dataclass(slots=True)
@@ -77,7 +77,8 @@ class Session:
     expires_at: float | None = None
     identity: ClientIdentity = NO_IDENTITY
     created_at: float = 0.0
-    _holds: dict[str, Numbers] | None = None  # semaphore -> numbers of its holds there
+    # semaphore -> numbers of its holds there: a dict, or past MANY names a ManyHolds
+    _holds: dict[str, Numbers] | ManyHolds | None = None
     _waits: dict[str, Numbers] | None = None  # semaphore -> numbers of its waiting holds
     _watches: set[int] | None = None  # armed watch ids
     _missed: dict[tuple[str, int], Missed] | None = None  # see :attr:`missed`
@@ -92,7 +93,10 @@ class Session:
     @property
     def held(self) -> AbstractSet[str]:
         """Names of the semaphores it owns tokens of."""
-        return self._holds.keys() if self._holds else _NONE
+        holds = self._holds
+        if not holds:
+            return _NONE
+        return holds.keys() if isinstance(holds, dict) else holds
 
     def holds_on(self, name: str) -> Iterator[int]:
         """The numbers of its holds on ``name``."""
@@ -103,18 +107,29 @@ class Session:
         holds = self._holds
         if holds is None:
             self._holds = {name: hold}
-        elif name not in holds:
-            holds[name] = hold  # (the usual case, without a call)
-        else:
+        elif not isinstance(holds, dict):
+            holds.add(name, hold)
+        elif name in holds:
             _add(holds, name, hold)
+        elif len(holds) < MANY:
+            holds[name] = hold  # (the usual case, without a call)
+        else:  # (many names: kept sorted and compact from now on)
+            many = self._holds = ManyHolds(holds.items())
+            many.add(name, hold)
 
     def discard_hold(self, name: str, hold: int = 0) -> None:
         """Its hold ``hold`` no longer owns tokens of ``name``."""
         holds = self._holds
-        if holds is not None:
+        if holds is None:
+            return
+        if isinstance(holds, dict):
             _discard(holds, name, hold)
-            if not holds:
-                self._holds = None
+        else:
+            holds.discard(name, hold)
+            if len(holds) < MANY // 2:  # (few again: the dict's speed back)
+                self._holds = holds.table()
+        if not self._holds:
+            self._holds = None
 
     @property
     def waits(self) -> AbstractSet[str]:

@@ -52,14 +52,23 @@ class SortedKeys(Generic[K]):
         """Every key, in order (a new list: for tests and checks, not listings)."""
         return [key for run in self.runs for key in run]
 
-    def add(self, key: K) -> None:
-        """Add ``key`` (no effect if present)."""
+    def has(self, key: K) -> bool:
+        """Whether ``key`` is kept (two bisections)."""
+        lasts = self.lasts
+        r = bisect_left(lasts, key)
+        if r == len(lasts):
+            return False
+        run = self.runs[r]
+        return run[bisect_left(run, key)] == key
+
+    def add(self, key: K) -> bool:
+        """Add ``key`` (no effect if present); whether it was not there."""
         runs, lasts = self.runs, self.lasts
         if not runs:
             runs.append([key])
             lasts.append(key)
             self.size = 1
-            return
+            return True
         r = bisect_left(lasts, key)
         if r == len(runs):  # (above every key: new session ids, names made in order)
             r -= 1
@@ -70,24 +79,25 @@ class SortedKeys(Generic[K]):
             run = runs[r]
             i = bisect_left(run, key)
             if run[i] == key:
-                return
+                return False
             run.insert(i, key)
         self.size += 1
         if len(run) > 2 * LOAD:  # split in two
             runs.insert(r + 1, run[LOAD:])
             del run[LOAD:]
             lasts.insert(r, run[-1])
+        return True
 
-    def discard(self, key: K) -> None:
-        """Remove ``key`` (no effect if absent)."""
+    def discard(self, key: K) -> bool:
+        """Remove ``key`` (no effect if absent); whether it was there."""
         runs, lasts = self.runs, self.lasts
         r = bisect_left(lasts, key)
         if r == len(runs):
-            return
+            return False
         run = runs[r]
         i = bisect_left(run, key)
         if run[i] != key:
-            return
+            return False
         del run[i]
         self.size -= 1
         if not run:
@@ -95,6 +105,7 @@ class SortedKeys(Generic[K]):
             del lasts[r]
         elif i == len(run):
             lasts[r] = run[-1]
+        return True
 
     def _from(self, key: K, *, inclusive: bool) -> Iterator[K]:
         """The keys from ``key`` on (``inclusive``) or after it, in order."""
