@@ -42,7 +42,7 @@ SIZES: dict[str, tuple[int, ...]] = {
 }
 DIMENSIONS = tuple(SIZES)
 #: The probe's window at each size, in seconds (quick, full).
-PROBE_SECONDS = {True: 2.0, False: 8.0}
+PROBE_SECONDS = {True: 4.0, False: 10.0}
 
 _started = time.monotonic()
 
