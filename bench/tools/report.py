@@ -53,7 +53,9 @@ WORKLOADS = {
     " (bench/peers/resources.py)",
     "watch": "notification latency to many watchers (bench/peers/watch.py)",
     "ceiling": "raw echo server and client (asyncio Protocols), one round trip per request: "
-    "one at a time (seq), and 32 connections at once (par)",
+    "one at a time (seq), and 32 connections at once (par). *seq server cpu*: the echo"
+    " server's CPU time per round trip of seq (psutil, around it), the floor a lone request's"
+    " server CPU (seq-awaited's, per pair of two) is judged against",
 }
 #: (system, its server, its client): one session = one client of the lock service.
 SETUP = (
