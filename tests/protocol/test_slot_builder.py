@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from tenure._core import Acquire, Release
-from tenure._protocol import Reply, Request
+from tenure._protocol import Request
 from tenure._protocol.messages import decode_message, encode_message
 from tenure._protocol.wire import UINT, Record, slot_builder
 
@@ -37,21 +37,6 @@ def test_the_request_paths_commands_are_built_without_their_init() -> None:
     release = slot_builder(Release, _names(Release))
     assert release is not None
     assert release([7, "jobs/a", 3]) == Release(7, "jobs/a", 3)
-
-
-def test_a_reply_is_built_without_its_init_in_either_build() -> None:
-    """Reply is a slotted dataclass in the pure build and a class mypyc compiled in the
-    other (``dataclasses`` still writes its ``__init__`` in Python): both are built."""
-    build = slot_builder(Reply, ("request_id", "value"))
-    assert build is not None
-    made = build((5, None))
-    assert type(made) is Reply
-    assert made == Reply(5, None)
-    assert hash(made) == hash(Reply(5, None))
-    with pytest.raises(dataclasses.FrozenInstanceError):
-        made.request_id = 6  # type: ignore[misc]
-    loaded = decode_message(encode_message(made))
-    assert loaded == made
 
 
 def test_a_decoded_command_equals_the_one_encoded() -> None:

@@ -394,21 +394,16 @@ def slot_builder(cls: type, names: Sequence[str]) -> Callable[[Sequence[Any]], A
     its ``__init__``, or None where that would not make the same object.
 
     A frozen dataclass's generated ``__init__`` sets each field with
-    ``object.__setattr__``, from a frame of its own (even on a class mypyc compiled:
-    ``dataclasses`` writes that ``__init__`` in Python): decoding a command spent more on
+    ``object.__setattr__``, from a frame of its own: decoding a command spent more on
     that than on anything else it does (an Acquire has 12 fields; under callgrind,
     building an Acquire and a Release took 24,400 instructions that way, 16,400 this
-    way, in the pure build). Setting each field through its descriptor makes the same
-    object, where ``__init__`` does nothing else: a dataclass whose generated
+    way, in the pure build). Setting each slot through its descriptor makes the same
+    object, where ``__init__`` does nothing else: a slotted dataclass whose generated
     ``__init__`` takes exactly ``names`` (no ``__post_init__``, no ``InitVar``, no field
-    left out of ``__init__``), with slots (their member descriptors, and ``object``'s
-    ``__new__``) or compiled by mypyc (its attributes' descriptors, and its own
-    ``__new__``, which calls no ``__init__``). Anything else gets None.
+    left out of ``__init__``) and whose ``__new__`` is ``object``'s. Anything else (a
+    class of the compiled build's, a hand-written ``__init__``) gets None.
     """
-    if not dataclasses.is_dataclass(cls):
-        return None
-    native = "__mypyc_attrs__" in cls.__dict__  # (mypyc gives each native class this)
-    if not native and ("__slots__" not in cls.__dict__ or cls.__new__ is not object.__new__):
+    if not dataclasses.is_dataclass(cls) or "__slots__" not in cls.__dict__:
         return None
     params = getattr(cls, "__dataclass_params__", None)
     every = getattr(cls, "__dataclass_fields__", {})
@@ -417,17 +412,17 @@ def slot_builder(cls: type, names: Sequence[str]) -> Callable[[Sequence[Any]], A
         params is None
         or not params.init
         or hasattr(cls, "__post_init__")
+        or cls.__new__ is not object.__new__
         or len(every) != len(fields)  # (an InitVar or a ClassVar is a pseudo-field)
         or [f.name for f in fields] != list(names)
         or not all(f.init for f in fields)
     ):
         return None
-    kind = types.GetSetDescriptorType if native else types.MemberDescriptorType
-    slots = [_descriptor_of(cls, name) for name in names]
-    if not all(type(slot) is kind for slot in slots):
+    slots = [_slot_of(cls, name) for name in names]
+    if any(slot is None for slot in slots):
         return None
-    setters = tuple(slot.__set__ for slot in slots)
-    new = cls.__new__
+    setters = tuple(slot.__set__ for slot in slots if slot is not None)
+    new = object.__new__
 
     def build(items: Sequence[Any]) -> Any:
         made = new(cls)
@@ -438,11 +433,12 @@ def slot_builder(cls: type, names: Sequence[str]) -> Callable[[Sequence[Any]], A
     return build
 
 
-def _descriptor_of(cls: type, name: str) -> Any:
-    """What ``cls`` (or the first base that has it) keeps under ``name`` (None: nothing)."""
+def _slot_of(cls: type, name: str) -> Any:
+    """The member descriptor of slot ``name`` of ``cls`` or of a base (None: none)."""
     for klass in cls.__mro__:
-        if name in klass.__dict__:
-            return klass.__dict__[name]
+        found = klass.__dict__.get(name)
+        if found is not None:
+            return found if type(found) is types.MemberDescriptorType else None
     return None
 
 

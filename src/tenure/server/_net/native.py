@@ -50,7 +50,6 @@ from tenure._protocol import (
 )
 from tenure._protocol.cluster import ClusterStatus
 from tenure._protocol.frames import HEADER_SIZE
-from tenure._protocol.wire import slot_builder
 from tenure._runtime.host import Host
 from tenure.errors import (
     ErrorCode,
@@ -77,19 +76,6 @@ log = logging.getLogger("tenure.server")
 _NAMES_ANOTHER_SESSION: Final = frozenset({AttachSession, ResumeSession, KillSession})
 #: Commands whose success attaches their session to the connection.
 _ATTACHES: Final = frozenset({AttachSession, CreateSession, ResumeSession})
-
-#: ``Reply(request_id, value)`` made without the dataclass's generated ``__init__``
-#: (a Python frame, about 3,400 instructions in the compiled build): one per request
-#: served (:func:`tenure._protocol.wire.slot_builder`; None: it takes its ``__init__``).
-_MAKE_REPLY: Final = slot_builder(Reply, ("request_id", "value"))
-
-
-def _reply(request_id: int, value: object) -> Reply:
-    """The Reply of ``request_id``: ``value``, what its command returned."""
-    if _MAKE_REPLY is None:
-        return Reply(request_id, value)  # type: ignore[arg-type]
-    made: Reply = _MAKE_REPLY((request_id, value))
-    return made
 
 
 class NativeFace:
@@ -283,7 +269,7 @@ class NativeFace:
             self.table.detach(command.session_id)
         elif isinstance(command, CloseSession):
             self.table.forget(command.session_id)
-        self.out.emit(conn, _reply(rid, value))
+        self.out.emit(conn, Reply(rid, value))  # type: ignore[arg-type]
         if self.observer is not None:
             self.observer.request(command, None)
         if self.audit is not None and type(command) in ADMIN_ACTS:
