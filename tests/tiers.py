@@ -180,6 +180,7 @@ TIERS: Final[dict[str, tuple[str, ...]]] = {
     "tests/bench/test_targets.py": UNIT,
     "tests/bench/test_calls.py": UNIT,
     "tests/bench/test_readme.py": UNIT,
+    "tests/bench/test_cpu.py": UNIT,  # this process's own CPU readings
     "tests/bench/test_call_budget.py": UNIT,  # a server in this process, same loop
     "tests/faults": ("faults", "service"),
     "tests/faults/test_scenarios.py": ("faults", "service", "slow"),  # 20-40 s each

@@ -9,7 +9,7 @@ lock clients do.
 ``python -m bench.peers.ceiling serve --loop uvloop|asyncio`` prints ``listening PORT``;
 ``python -m bench.peers.ceiling client --port P --n N [--server-pid PID]`` prints
 Measures (JSON); given the server's pid, also the server's CPU time per round trip of
-the sequential part (``seq_server_cpu_us``, read with psutil around it as
+the sequential part (``seq_server_cpu_us``, read around it as
 :mod:`bench.peers.lockload` reads a lock server's): the cost of a lone request to a
 server that does nothing but answer it, beside which tenure's is judged.
 """
