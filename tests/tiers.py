@@ -182,6 +182,7 @@ TIERS: Final[dict[str, tuple[str, ...]]] = {
     "tests/bench/test_targets.py": UNIT,
     "tests/bench/test_calls.py": UNIT,
     "tests/bench/test_readme.py": UNIT,
+    "tests/bench/test_cpu.py": UNIT,  # this process's own CPU readings
     "tests/bench/test_call_budget.py": UNIT,  # a server in this process, same loop
     "tests/bench/test_memory_holds.py": UNIT,  # a data directory recovered in this process
     "tests/faults": ("faults", "service"),

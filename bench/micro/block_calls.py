@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import sys
 import tempfile
 from collections import Counter
@@ -123,13 +124,22 @@ async def count_blocks(url: str, *, warmup: int = 30, count: int = 30) -> Blocks
             for i in range(warmup):
                 async with session.mutex(f"w{i}"):
                     pass
-            for i in range(count):
-                before = counting.calls
-                sys.setprofile(counting)
-                async with session.mutex(f"k{i}"):
-                    pass
-                sys.setprofile(None)
-                blocks.per_block.append(counting.calls - before)
+            # No collection while counting: its callbacks (gc.callbacks; hypothesis
+            # installs one in a test run) would count as the block's calls, in whichever
+            # block an allocation happened to start one.
+            collecting = gc.isenabled()
+            gc.disable()
+            try:
+                for i in range(count):
+                    before = counting.calls
+                    sys.setprofile(counting)
+                    async with session.mutex(f"k{i}"):
+                        pass
+                    sys.setprofile(None)
+                    blocks.per_block.append(counting.calls - before)
+            finally:
+                if collecting:
+                    gc.enable()
     blocks.by_function = counting.by_function
     return blocks
 

@@ -7,7 +7,11 @@ layer); the server runs on plain asyncio or uvloop, the client on uvloop, as the
 lock clients do.
 
 ``python -m bench.peers.ceiling serve --loop uvloop|asyncio`` prints ``listening PORT``;
-``python -m bench.peers.ceiling client --port P --n N`` prints Measures (JSON).
+``python -m bench.peers.ceiling client --port P --n N [--server-pid PID]`` prints
+Measures (JSON); given the server's pid, also the server's CPU time per round trip of
+the sequential part (``seq_server_cpu_us``, read around it as
+:mod:`bench.peers.lockload` reads a lock server's): the cost of a lone request to a
+server that does nothing but answer it, beside which tenure's is judged.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ from collections import deque
 from typing import cast
 
 from bench.peers.lockload import new_loop
+from bench.tools.cpu import ServerCpu
 from bench.tools.results import Measure, dumps
 
 #: One request (and its echo): about the size of a lock request on the wire.
@@ -98,19 +103,29 @@ async def _round_trips(callers: list[_Caller], n: int) -> tuple[float, list[floa
     return len(latencies) / (clock() - started), latencies
 
 
-async def client(port: int, n: int, clients: int) -> list[tuple[str, float, str]]:
-    """Sequential round trips on one connection, then ``clients`` connections at once."""
+async def client(
+    port: int, n: int, clients: int, server: ServerCpu | None = None
+) -> list[tuple[str, float, str]]:
+    """Sequential round trips on one connection, then ``clients`` connections at once.
+
+    ``server``: the echo server's processes, whose CPU time over the sequential
+    round trips is reported per round trip (``seq_server_cpu_us``).
+    """
     one = await _connect(port)
     many = [await _connect(port) for _ in range(clients)]
     outcome = []
     for label, callers in (("seq", [one]), ("par", many)):
+        before = server.read() if server is not None and label == "seq" else None
         rate, latencies = await _round_trips(callers, n)
+        spent = ServerCpu.spent(before, server.read()) if server and before is not None else None
         q = statistics.quantiles(latencies, n=100, method="inclusive")
         outcome += [
             (f"{label}_rt_per_s", rate, "round trips/s"),
             (f"{label}_p50_ms", q[49] * 1e3, "ms"),
             (f"{label}_p99_ms", q[98] * 1e3, "ms"),
         ]
+        if spent is not None:
+            outcome.append(("seq_server_cpu_us", spent / len(latencies) * 1e6, "µs/round trip"))
     for caller in [one, *many]:
         assert caller.transport is not None
         caller.transport.close()
@@ -130,6 +145,7 @@ def main(argv: list[str] | None = None) -> int:
     cli.add_argument("--clients", type=int, default=32)
     cli.add_argument("--system", default="echo-uvloop", help="the name the Measures carry")
     cli.add_argument("--timeout", type=float, default=120.0)
+    cli.add_argument("--server-pid", type=int, help="the echo server's, to read its CPU time")
     args = parser.parse_args(argv)
     if args.role == "serve":
         with asyncio.Runner(loop_factory=new_loop(args.loop)) as runner:
@@ -138,7 +154,8 @@ def main(argv: list[str] | None = None) -> int:
 
     async def bounded() -> list[tuple[str, float, str]]:
         async with asyncio.timeout(args.timeout):
-            return await client(args.port, args.n, args.clients)
+            server = ServerCpu(args.server_pid) if args.server_pid else None
+            return await client(args.port, args.n, args.clients, server)
 
     try:
         with asyncio.Runner(loop_factory=new_loop("uvloop")) as runner:

@@ -203,6 +203,7 @@ def ceiling(repeats: int) -> list[Measure]:
             for r in range(repeats):
                 args = ["-m", "bench.peers.ceiling", "client", "--port", port, "--system", name]
                 args += ["--n", str(SIZES["ceiling"]), "--clients", str(CLIENTS)]
+                args += ["--server-pid", str(server.pid)]  # its CPU per round trip
                 runs.append(client_run(args, "ceiling", name))
                 log(f"ceiling {name} {r + 1}/{repeats}: {_headline(runs[-1])}")
             measures += aggregate(runs)

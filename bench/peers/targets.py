@@ -72,6 +72,10 @@ _SERVER_CPU = (
     "an asyncio echo over uvloop costs about 40 µs a round trip a side here, Redis 25 µs a"
     " request: a lock-only server below the echo"
 )
+_LONE_CPU = (
+    "one request at a time, the server's turn is all wake-up and syscalls: a lone request"
+    " should cost its server little more than an echo server's round trip"
+)
 _CLIENT_CPU = (
     "redis-py spends about 100 µs a request here, an asyncio echo 40 µs a side: a client no"
     " dearer than the echo bounds seq's rate and a user's cores"
@@ -150,6 +154,10 @@ TARGETS: dict[str, tuple[Target, ...]] = {
                "seq", "client_cpu_us", 80, at_most=True, context="redis"),
         Target("server <= 60 µs per seq pair (30 µs a request; a pair is 2)", _SERVER_CPU,
                "seq", "server_cpu_us", 60, at_most=True, context="redis"),
+        Target("server per lone request <= 1.3x the uvloop echo's per round trip"
+               " (seq-awaited; a pair is 2)", _LONE_CPU, "seq-awaited", "server_cpu_us", 1.3,
+               peer="echo-uvloop", peer_workload="ceiling", peer_metric="seq_server_cpu_us",
+               scale=0.5, at_most=True),
     ),
     "hold memory": (
         Target("<= 300 B per held lock at 100k",

@@ -30,7 +30,7 @@ WORKLOADS = {
     " *client cpu*: the client process's CPU time (user + system, every thread) over the"
     " timed loop, per pair; *server cpu*: the server process's (PostgreSQL: with its"
     " backends; tenure-cluster: its three members and their etcd, added up), read with"
-    " psutil by the client process around the same loop",
+    " the scheduler's count (or psutil) by the client process around the same loop",
     "seq-awaited": "seq with every release awaited: on tenure `lock = await"
     " session.mutex(key).lock()`, then `await lock.release()`, which returns once the server"
     " has applied the release (two round trips a pair, where the block form sends the release"
@@ -53,7 +53,9 @@ WORKLOADS = {
     " (bench/peers/resources.py)",
     "watch": "notification latency to many watchers (bench/peers/watch.py)",
     "ceiling": "raw echo server and client (asyncio Protocols), one round trip per request: "
-    "one at a time (seq), and 32 connections at once (par)",
+    "one at a time (seq), and 32 connections at once (par). *seq server cpu*: the echo"
+    " server's CPU time per round trip of seq (read around it as seq's), the floor a lone request's"
+    " server CPU (seq-awaited's, per pair of two) is judged against",
 }
 #: (system, its server, its client): one session = one client of the lock service.
 SETUP = (

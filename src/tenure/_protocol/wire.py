@@ -35,6 +35,7 @@ import enum
 import functools
 import operator
 import sys
+import types
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Annotated, Any, Final, Generic, Literal, TypeVar
 
@@ -347,10 +348,15 @@ class Record(Field):
         cls, names = self.cls, [name for name, _ in self.fields]
         converts = [(i, field.load) for i, (_, field) in enumerate(self.fields) if field.load]
         astuple = msgspec.structs.astuple
+        build = slot_builder(cls, names)
+        if build is None:  # (its __init__ does more than set its fields: it is called)
+
+            def build(items: Sequence[Any]) -> Any:
+                return cls(*items)
 
         def load(value: msgspec.Struct) -> Any:
             if not converts:
-                return cls(*astuple(value))
+                return build(astuple(value))
             items = list(astuple(value))
             for index, convert in converts:
                 try:
@@ -358,7 +364,7 @@ class Record(Field):
                 except WireError as error:
                     error.within(names[index])
                     raise
-            return cls(*items)
+            return build(items)
 
         return load
 
@@ -381,6 +387,59 @@ class Record(Field):
             except WireError as error:
                 error.within(name)
                 raise
+
+
+def slot_builder(cls: type, names: Sequence[str]) -> Callable[[Sequence[Any]], Any] | None:
+    """What makes a ``cls`` of its fields' values (in ``names``' order) without calling
+    its ``__init__``, or None where that would not make the same object.
+
+    A frozen dataclass's generated ``__init__`` sets each field with
+    ``object.__setattr__``, from a frame of its own: decoding a command spent more on
+    that than on anything else it does (an Acquire has 12 fields; under callgrind,
+    building an Acquire and a Release took 24,400 instructions that way, 16,400 this
+    way, in the pure build). Setting each slot through its descriptor makes the same
+    object, where ``__init__`` does nothing else: a slotted dataclass whose generated
+    ``__init__`` takes exactly ``names`` (no ``__post_init__``, no ``InitVar``, no field
+    left out of ``__init__``) and whose ``__new__`` is ``object``'s. Anything else (a
+    class of the compiled build's, a hand-written ``__init__``) gets None.
+    """
+    if not dataclasses.is_dataclass(cls) or "__slots__" not in cls.__dict__:
+        return None
+    params = getattr(cls, "__dataclass_params__", None)
+    every = getattr(cls, "__dataclass_fields__", {})
+    fields = dataclasses.fields(cls)
+    if (
+        params is None
+        or not params.init
+        or hasattr(cls, "__post_init__")
+        or cls.__new__ is not object.__new__
+        or len(every) != len(fields)  # (an InitVar or a ClassVar is a pseudo-field)
+        or [f.name for f in fields] != list(names)
+        or not all(f.init for f in fields)
+    ):
+        return None
+    slots = [_slot_of(cls, name) for name in names]
+    if any(slot is None for slot in slots):
+        return None
+    setters = tuple(slot.__set__ for slot in slots if slot is not None)
+    new = object.__new__
+
+    def build(items: Sequence[Any]) -> Any:
+        made = new(cls)
+        for setter, item in zip(setters, items, strict=True):
+            setter(made, item)
+        return made
+
+    return build
+
+
+def _slot_of(cls: type, name: str) -> Any:
+    """The member descriptor of slot ``name`` of ``cls`` or of a base (None: none)."""
+    for klass in cls.__mro__:
+        found = klass.__dict__.get(name)
+        if found is not None:
+            return found if type(found) is types.MemberDescriptorType else None
+    return None
 
 
 class Union(Field):
