@@ -100,6 +100,7 @@ PLOTTED = {
         ("restart ms", "restart_s", 1e3),
         ("grant CPU ms", "grant_cpu_ms", 1.0),
     ],
+    "per second": [("par pairs/s", "pairs_per_s", 1.0)],
 }
 
 
