@@ -149,6 +149,16 @@ def test_a_shard_that_dies_stops_the_others_and_fails_the_command(shards: Shards
     assert exited["exit_code"] == -signal.SIGKILL
 
 
+def test_no_shard_outlives_the_command_even_killed(shards: Shards) -> None:
+    shards.wait_serving()
+    shards.proc.kill()  # SIGKILL: no signal passed on; the kernel tells the shards
+    shards.proc.wait(WAIT)
+    deadline = time.monotonic() + WAIT
+    while any(shards.alive(pid) for pid in shards.pids):
+        assert time.monotonic() < deadline, "a shard outlived the command"
+        time.sleep(0.05)
+
+
 @pytest.mark.parametrize(
     ("extra", "said"),
     [

@@ -21,6 +21,8 @@ is refused.
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
 import logging
 import os
 import signal
@@ -37,6 +39,8 @@ __all__ = ["check_shards", "run_shards", "shard_arguments", "sharded_url"]
 
 log = logging.getLogger("tenure.server")
 
+#: prctl's option that signals a process when its parent dies (linux/prctl.h).
+PR_SET_PDEATHSIG = 1
 #: Seconds a shard gets past its own shutdown grace before it is killed.
 STOP_MARGIN = 10.0
 
@@ -100,12 +104,23 @@ def sharded_url(config: ServeConfig) -> str:
     return f"{scheme}://{doors}?sharded=true"
 
 
+def _stop_with_parent() -> None:
+    """In a shard, before it runs: SIGTERM when this command dies, even by SIGKILL
+    (Linux's parent-death signal), so that no shard outlives the command standing for
+    it. Elsewhere nothing: the signals passed on still stop them."""
+    with contextlib.suppress(OSError, AttributeError):
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+
+
 def run_shards(config: ServeConfig, argv: Sequence[str]) -> int:
     """Start ``config.shards`` servers, stand for them until they stop; the exit status."""
     shards = [
         subprocess.Popen(
             [sys.executable, "-m", "tenure", "serve", *shard_arguments(config, argv, k)],
             stdin=subprocess.DEVNULL,
+            # (A preexec_fn is unsafe beside threads: this process starts none.)
+            preexec_fn=_stop_with_parent if sys.platform == "linux" else None,
         )
         for k in range(config.shards)
     ]
