@@ -29,7 +29,7 @@ from typing import Any
 from bench.peers import resources
 from bench.peers.holders import NODE as HOLD_NODE
 from bench.scale.load import roomy
-from bench.scale.stage import STEP_TIMEOUT, staged
+from bench.scale.stage import STEP_TIMEOUT, Stage, staged
 from bench.scale.wire import Conn
 from tenure._core import CreateNode, ListNodes
 
@@ -74,15 +74,22 @@ def connections(size: int, workdir: Path, probe_seconds: float) -> Row:
         return row
 
 
+def _filled(stage: Stage, node: str, kind: str, size: int, workers: int, **options: Any) -> Row:
+    """A node with room for ``size``, then ``size`` of ``kind`` over ``workers``: the
+    row of the time it took and the stage's measures with the load in place."""
+    asyncio.run(_create_node(stage.port, node, size))
+    stage.mark()
+    started = time.perf_counter()
+    stage.load(kind, size, workers, node=node, **options)
+    row: Row = {"size": size, "fill_s": time.perf_counter() - started}
+    row.update(stage.measure(size))
+    return row
+
+
 def sessions(size: int, workdir: Path, probe_seconds: float) -> Row:
     """``size`` sessions of one node over 100 pinging connections."""
     with staged(workdir, probe_seconds=probe_seconds) as stage:
-        asyncio.run(_create_node(stage.port, "scale", size))
-        stage.mark()
-        started = time.perf_counter()
-        stage.load("sessions", size, 2, connections=50)
-        row: Row = {"size": size, "fill_s": time.perf_counter() - started}
-        row.update(stage.measure(size))
+        row = _filled(stage, "scale", "sessions", size, 2, connections=50)
         stage.end_load()
         return row
 
@@ -90,12 +97,7 @@ def sessions(size: int, workdir: Path, probe_seconds: float) -> Row:
 def holds(size: int, workdir: Path, probe_seconds: float, fsync: str = "off") -> Row:
     """``size`` held mutexes from 4 sessions; then the restart's time on their data."""
     with staged(workdir, fsync=fsync, probe_seconds=probe_seconds) as stage:
-        asyncio.run(_create_node(stage.port, HOLD_NODE, size))
-        stage.mark()
-        started = time.perf_counter()
-        stage.load("holds", size, 2, connections=2, node=HOLD_NODE)
-        row: Row = {"size": size, "fill_s": time.perf_counter() - started}
-        row.update(stage.measure(size))
+        row = _filled(stage, HOLD_NODE, "holds", size, 2, connections=2)
         for worker in stage.workers:
             worker.kill()  # the sessions are detached, their holds kept (recovery window)
         stage.workers.clear()
@@ -118,12 +120,7 @@ def holds(size: int, workdir: Path, probe_seconds: float, fsync: str = "off") ->
 def waiters(size: int, workdir: Path, probe_seconds: float) -> Row:
     """``size`` acquires queued on one semaphore; a chain of grants from its head."""
     with staged(workdir, probe_seconds=probe_seconds) as stage:
-        asyncio.run(_create_node(stage.port, "scale", size))
-        stage.mark()
-        started = time.perf_counter()
-        stage.load("waiters", size, 1, connections=20)
-        row: Row = {"size": size, "fill_s": time.perf_counter() - started}
-        row.update(stage.measure(size))
+        row = _filled(stage, "scale", "waiters", size, 1, connections=20)
         worker = stage.workers[0]
         chain = min(CHAIN, size - 1)
         cpu0 = stage.server.cpu_seconds()
