@@ -33,6 +33,7 @@ COLUMNS: dict[str, list[tuple[str, str, str]]] = {
         ("bytes/item (RSS)", "bytes_per_item", "{:,.0f}"),
         ("bytes/item (estimate)", "estimate_per_item", "{:,.0f}"),
         ("server CPU %", "server_cpu_pct", "{:.0f}"),
+        ("server CPU µs/probe pair", "server_cpu_us_per_pair", "{:.0f}"),
         ("probe p50 ms", "p50_ms", "{:.2f}"),
         ("probe p99 ms", "p99_ms", "{:.2f}"),
         ("probe max ms", "max_ms", "{:.1f}"),
@@ -81,6 +82,12 @@ COLUMNS: dict[str, list[tuple[str, str, str]]] = {
         ("list all s", "list_all_s", "{:.2f}"),
         ("list page max ms", "list_page_max_ms", "{:.1f}"),
     ],
+}
+COLUMNS["holds-always"] = COLUMNS["holds"]
+#: Each dimension's heading (else its name, capitalized).
+TITLES = {
+    "holds": "Holds (`--fsync off`)",
+    "holds-always": "Holds on a durable server (`--fsync always`)",
 }
 #: The plots' series per dimension: (label, row key, factor) on the left (bytes) and the
 #: right (ms) axes.
@@ -261,9 +268,10 @@ def render(rows: Rows, meta: dict[str, Any], images: Path, notes: str) -> str:
         "",
         "Written by `scripts/bench --scale` (bench/scale/, outside the test run); do not edit",
         "by hand outside the notes. Each size of each dimension ran on a fresh server",
-        "(`tenure serve --fsync off`) loaded by client processes, while a probe client",
-        "locked and released a mutex of its own one pair after another and asked",
-        "`/readyz` every 0.1 s (the health probe). bench/README.md says how to run it.",
+        "(`tenure serve --fsync off`; `--fsync always` where it says so) loaded by",
+        "client processes, while a probe client locked and released a mutex of its own",
+        "one pair after another and asked `/readyz` every 0.1 s (the health probe).",
+        "bench/README.md says how to run it.",
         "",
         f"- **Run**: `{meta.get('command', '')}`, {meta.get('date', '')}, "
         f"{meta.get('minutes', '?')} minutes; probe window {meta.get('probe_seconds')} s "
@@ -286,7 +294,7 @@ def render(rows: Rows, meta: dict[str, Any], images: Path, notes: str) -> str:
     ]
     images.mkdir(parents=True, exist_ok=True)
     for dimension, found in rows.items():
-        lines += [f"## {dimension.capitalize()}", ""]
+        lines += [f"## {TITLES.get(dimension, dimension.capitalize())}", ""]
         if plot(dimension, found, images / f"{dimension}.png"):
             lines += [f"![{dimension}](scale/{dimension}.png)", ""]
         lines += [*dimension_table(dimension, found), ""]

@@ -34,6 +34,7 @@ SIZES: dict[str, tuple[int, ...]] = {
     "sessions": (1_000, 10_000, 100_000),
     "watchers": (1_000, 10_000, 100_000),
     "holds": (10_000, 100_000, 1_000_000),
+    "holds-always": (100_000, 1_000_000),  # the same on a durable server (--fsync always)
     "waiters": (1_000, 10_000, 100_000),
     "nodes": (1_000, 100_000),
     "failover": (10_000, 100_000, 1_000_000),
@@ -99,6 +100,7 @@ def measurers(quick: bool) -> dict[str, Callable[[int, Path], dict[str, Any]]]:
         "sessions": lambda n, w: dimensions.sessions(n, w, seconds),
         "watchers": watchers,
         "holds": lambda n, w: dimensions.holds(n, w, seconds),
+        "holds-always": lambda n, w: dimensions.holds(n, w, seconds, fsync="always"),
         "waiters": lambda n, w: dimensions.waiters(n, w, seconds),
         "nodes": lambda n, w: dimensions.nodes(n, w, seconds),
         "failover": failover,

@@ -106,6 +106,9 @@ class Stage:
             "fill_health_missed": float(self.filling.get("health_missed", math.nan)),
             "rss_mb": rss / 1e6,
             "server_cpu_pct": 100 * (cpu1 - cpu0) / (t1 - t0),
+            # The server's CPU over the window per probe pair: a request's cost while
+            # the load holds still (its keepalives included: an upper bound).
+            "server_cpu_us_per_pair": 1e6 * (cpu1 - cpu0) / max(1, int(probed["pairs"])),
             **{k: float(v) for k, v in probed.items() if k != "event"},
         }
         if items:
