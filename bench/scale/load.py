@@ -7,8 +7,8 @@ its share of the load, says ``filled`` (a JSON line on stdout), and keeps it up 
 the orchestrator's word ``end`` on stdin. Kinds:
 
 * ``connections``: ``--count`` connections past their Hello, each pinging every
-  ``--ping`` seconds (the client's own keepalive interval by default) from a random
-  phase, as a fleet of idle clients does;
+  ``--ping`` seconds (the client's own keepalive interval by default), the worker's
+  pings spread evenly over time, as a fleet of idle clients' are;
 * ``sessions``: ``--count`` sessions of node ``--node`` over ``--connections``
   connections (which ping);
 * ``holds``: ``--connections`` sessions (one per connection) holding ``--count``
@@ -28,10 +28,9 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import random
 import sys
 import time
-from typing import Any
+from typing import Any, Final
 
 from bench.scale.wire import Conn, pipelined
 from tenure._core import (
@@ -80,36 +79,59 @@ async def hear() -> str:
 
 
 class Pinger:
-    """Keeps connections pinging, each every ``interval`` s from a random phase, from the
-    moment it is added (a connection opened early must not sit idle while the rest open:
-    the server closes a connection silent for its idle timeout); counts the pongs."""
+    """Keeps connections pinging, each once every ``interval`` s, from the moment it is
+    added (a connection opened early must not sit idle while the rest open: the server
+    closes a connection silent for its idle timeout).
+
+    One task per worker sends them, a share every :data:`TICK` (so each connection's
+    pings are ``interval`` apart, and the worker's are spread evenly over time), and
+    each Pong is counted as it comes: a task and a timer per connection and per ping
+    would cost the worker more CPU than the server spends answering, on cores the
+    server and the probe share."""
+
+    #: Seconds between two of the worker's sends.
+    TICK: Final = 0.01
 
     def __init__(self, interval: float) -> None:
         self.interval = interval
-        self.pongs = 0
-        self.failed = 0
-        self._tasks: list[asyncio.Task[None]] = []
+        self.conns: list[Conn] = []
+        self._task: asyncio.Task[None] | None = None
 
     def add(self, conns: list[Conn]) -> None:
         """Start pinging ``conns`` (no-op without an interval)."""
-        if self.interval > 0:
-            self._tasks += [asyncio.create_task(self._one(c)) for c in conns]
+        if self.interval <= 0:
+            return
+        self.conns += conns
+        if self._task is None:
+            self._task = asyncio.create_task(self._run())
 
-    async def _one(self, conn: Conn) -> None:
-        await asyncio.sleep(random.uniform(0, self.interval))
-        while conn.is_open():
-            try:
-                await asyncio.wait_for(conn.ping(), self.interval * 4)
-                self.pongs += 1
-            except (TimeoutError, ConnectionError):
-                self.failed += 1
-                return
-            await asyncio.sleep(self.interval)
+    async def _run(self) -> None:
+        turn = 0
+        owed = 0.0
+        while True:
+            await asyncio.sleep(self.TICK)
+            owed += len(self.conns) * self.TICK / self.interval
+            for _ in range(int(owed)):
+                conn = self.conns[turn % len(self.conns)]
+                turn += 1
+                if conn.is_open():
+                    conn.ping_nowait()
+            owed -= int(owed)
+
+    @property
+    def pongs(self) -> int:
+        """Pongs counted so far."""
+        return sum(conn.pongs for conn in self.conns)
+
+    @property
+    def failed(self) -> int:
+        """Connections lost, or with more than one ping unanswered (one may be in flight)."""
+        return sum(not conn.is_open() or conn.unanswered > 1 for conn in self.conns)
 
     def stop(self) -> None:
         """Stop pinging."""
-        for task in self._tasks:
-            task.cancel()
+        if self._task is not None:
+            self._task.cancel()
 
 
 async def open_many(port: int, count: int, pinger: Pinger) -> list[Conn]:

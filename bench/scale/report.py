@@ -275,7 +275,11 @@ def render(rows: Rows, meta: dict[str, Any], images: Path, notes: str) -> str:
         "",
         f"- **Run**: `{meta.get('command', '')}`, {meta.get('date', '')}, "
         f"{meta.get('minutes', '?')} minutes; probe window {meta.get('probe_seconds')} s "
-        "per size.",
+        "per size"
+        + "".join(
+            f"; then {again}, its dimensions measured again" for again in meta.get("then", [])
+        )
+        + ".",
         f"- **Machine**: {versions.get('cpu', '?')}, {versions.get('os', '?')}, "
         f"{versions.get('kernel', '?')}; open files limit {meta.get('file_limit', '?')}.",
         f"- **Build**: tenure {versions.get('tenure', '?')}; {versions.get('python', '')}, "

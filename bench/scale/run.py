@@ -172,7 +172,12 @@ def main(argv: list[str] | None = None) -> int:
         rows = run(wanted, args.quick, Path(scratch), args.max_size)
     meta["minutes"] = round((time.monotonic() - _started) / 60, 1)
     if args.json.exists() and args.only:  # a partial run keeps the other dimensions' rows
-        rows = {**json.loads(args.json.read_text())["rows"], **rows}
+        before = json.loads(args.json.read_text())
+        rows = {**before["rows"], **rows}
+        rows = {d: rows[d] for d in DIMENSIONS if d in rows}  # (in the page's order)
+        earlier = before["meta"]
+        again = [*earlier.get("then", []), f"`{meta['command']}` ({meta['date']})"]
+        meta = {**earlier, "then": again}
     args.json.parent.mkdir(parents=True, exist_ok=True)
     args.json.write_text(json.dumps({"meta": meta, "rows": rows}, indent=1))
     report.write(rows, meta, args.out)

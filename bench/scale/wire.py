@@ -4,8 +4,7 @@ The test suite's wire client (``tests.server.wire.WireClient``) keeps every even
 reads, for tests to look at; a worker holding 5,000 connections, or a million
 answers, cannot. :class:`Conn` is an :class:`asyncio.Protocol` over the same sans-I/O
 codec (``tenure._protocol.ClientConnection``): a request's answer resolves its
-future, a push goes to ``on_push``, a Pong to the ping that asked for it, and
-nothing is kept.
+future, a push goes to ``on_push``, a Pong is counted, and nothing else is kept.
 """
 
 from __future__ import annotations
@@ -46,8 +45,10 @@ class Conn(asyncio.Protocol):
         self.welcomed: asyncio.Future[Welcome] = asyncio.get_running_loop().create_future()
         self.closed: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._answers: dict[int, asyncio.Future[Any]] = {}
-        self._pongs: dict[int, asyncio.Future[None]] = {}
         self._next = 0
+        #: Pings sent (:meth:`ping_nowait`) not answered yet, and those answered.
+        self.unanswered = 0
+        self.pongs = 0
 
     @classmethod
     async def open(
@@ -78,9 +79,9 @@ class Conn(asyncio.Protocol):
                 if self.on_push is not None:
                     self.on_push(event.effect)
             elif isinstance(event, Pong):
-                pong = self._pongs.pop(event.nonce, None)
-                if pong is not None and not pong.done():
-                    pong.set_result(None)
+                if self.unanswered:
+                    self.unanswered -= 1
+                    self.pongs += 1
             elif isinstance(event, Welcome):
                 if not self.welcomed.done():
                     self.welcomed.set_result(event)
@@ -89,12 +90,11 @@ class Conn(asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         lost = ConnectionError(f"connection lost: {exc}")
-        for future in (*self._answers.values(), *self._pongs.values(), self.welcomed):
+        for future in (*self._answers.values(), self.welcomed):
             if not future.done():
                 future.set_exception(lost)
                 future.exception()  # (retrieved: a request sent without a wait, as a release)
         self._answers.clear()
-        self._pongs.clear()
         if not self.closed.done():
             self.closed.set_result(None)
 
@@ -111,14 +111,12 @@ class Conn(asyncio.Protocol):
         """Send ``command`` and wait for its reply value."""
         return await self.send(command)
 
-    async def ping(self) -> None:
-        """One Ping, and its Pong."""
+    def ping_nowait(self) -> None:
+        """One Ping, its Pong counted when it comes (``unanswered``, ``pongs``)."""
         assert self.transport is not None
         self._next += 1
-        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._pongs[self._next] = future
+        self.unanswered += 1
         self.transport.write(self.codec.send(Ping(self._next)))
-        await future
 
     def is_open(self) -> bool:
         """Whether the connection is still up."""
