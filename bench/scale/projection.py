@@ -98,9 +98,9 @@ def projection(rows: Rows) -> list[str]:
         per = _num(sessions, "bytes_per_item")
         out.append(
             f"- **Sessions**: {_n(per)} bytes each at {sessions['size']:,}: "
-            f"{_n(MEMORY / per)} on 128 GB, {_n(MEMORY / per)} spread over {CORES} shards "
-            "too (memory is the host's); a node's own `max_sessions` (10,000 by "
-            "default) is met first."
+            f"{_n(MEMORY / per)} on 128 GB, on one server or over {CORES} shards alike "
+            "(memory is the host's); a node's own `max_sessions` (10,000 by default) is "
+            "met first."
         )
     nodes = _largest(rows, "nodes")
     if nodes:
