@@ -24,7 +24,6 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import logging
-import os
 import signal
 import subprocess
 import sys
@@ -41,6 +40,8 @@ log = logging.getLogger("tenure.server")
 
 #: prctl's option that signals a process when its parent dies (linux/prctl.h).
 PR_SET_PDEATHSIG = 1
+#: Seconds between two looks at the shards.
+POLL = 0.05
 #: Seconds a shard gets past its own shutdown grace before it is killed.
 STOP_MARGIN = 10.0
 
@@ -142,29 +143,26 @@ def run_shards(config: ServeConfig, argv: Sequence[str]) -> int:
     for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(signum, pass_on)
     status = 0
-    running = dict(zip(pids, range(config.shards), strict=True))
-    while running:
-        # Blocking until one exits; once stopping, polled, so that a shard that does
-        # not stop within its grace is killed.
-        pid, wait_status = os.waitpid(-1, os.WNOHANG if stopping else 0)
-        if pid == 0:
-            if time.monotonic() > deadline:
-                for shard in shards:
-                    if shard.poll() is None:
-                        shard.kill()
-            time.sleep(0.05)
-            continue
-        k = running.pop(pid, None)
-        if k is None:
-            continue
-        code = os.waitstatus_to_exitcode(wait_status)
-        shards[k].returncode = code
-        if not stopping:  # on its own: the set is not whole, so it ends, not 0
-            fields = {"shard": k, "pid": pid, "exit_code": code}
-            event = {"event": "shard_exited", "fields": fields}
-            log.error("a shard exited: stopping the others", extra=event)
-            pass_on(signal.SIGTERM, None)
-            status = code or 1
-        elif code and not status:
-            status = code
+    ended: set[int] = set()
+    # Polled (Popen's own waits only: a wait of the process's that reaped a shard
+    # would hide its end from Popen), every POLL s: a supervisor's pace.
+    while len(ended) < len(shards):
+        for k, shard in enumerate(shards):
+            if k in ended or shard.poll() is None:
+                continue
+            ended.add(k)
+            code = shard.returncode
+            if not stopping:  # on its own: the set is not whole, so it ends, not 0
+                fields = {"shard": k, "pid": shard.pid, "exit_code": code}
+                event = {"event": "shard_exited", "fields": fields}
+                log.error("a shard exited: stopping the others", extra=event)
+                pass_on(signal.SIGTERM, None)
+                status = code or 1
+            elif code and not status:
+                status = code
+        if stopping and time.monotonic() > deadline:  # past its grace: killed
+            for shard in shards:
+                if shard.poll() is None:
+                    shard.kill()
+        time.sleep(POLL)
     return status
