@@ -50,6 +50,8 @@ class Routing:
         fired = FiredPushes()  # a change's watch firings: encoded once for all watchers
         out = self.out
         later = out.later
+        if later.waiting:  # (a lone request's step: no call)
+            later.bound(len(routed))
         if later.waiting or len(routed) > later.room_per_turn:
             self._route_some_later(routed, fired)
         else:

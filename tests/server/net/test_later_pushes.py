@@ -237,3 +237,43 @@ async def test_the_cyclic_collector_waits_while_a_fan_outs_pushes_wait(served: S
     assert len(served.out.later) == 0
     assert collector.paused() == 0
     assert gc.isenabled()
+
+
+async def test_what_waits_stays_within_its_bound_however_fast_the_changes_come(
+    served: Served,
+) -> None:
+    # A writer changing the semaphore faster than its fan-outs drain: past ``most``
+    # waiting, the next change's step encodes what waits (each connection's first),
+    # so that what waits is never more than one fan-out and ``most``.
+    later = served.out.later
+    later.most = 2 * ROOM
+    fan_out = CONNECTIONS * WATCHES_EACH - ROOM  # what one change leaves waiting
+    for version in (b"v1", b"v2", b"v3"):
+        served.host.execute(UpdateSemaphore(served.writer_sid, "config", version))
+        assert len(later) == fan_out  # (not 2x, 3x: the earlier ones were encoded)
+    await turns()
+    assert len(later) == 0
+    for peer in served.peers:
+        seen: dict[int, list[bytes]] = {}
+        for f in firings(peer.read()):
+            assert f.description is not None
+            seen.setdefault(f.watch_id, []).append(f.description.data)
+        assert len(seen) == WATCHES_EACH
+        assert all(data == [b"v1", b"v2", b"v3"] for data in seen.values()), seen
+
+
+async def test_the_collector_runs_again_when_pushes_wait_past_the_longest_pause(
+    served: Served,
+) -> None:
+    later = served.out.later
+    later.max_pause = 0.0  # (any wait is past it)
+    served.host.execute(UpdateSemaphore(served.writer_sid, "config", b"v1"))
+    assert not gc.isenabled()
+    await asyncio.sleep(0)  # one slice: pushes still wait, the pause is over
+    assert len(later) > 0
+    assert gc.isenabled()
+    assert collector.paused() == 0
+    await turns()
+    assert len(later) == 0
+    assert collector.paused() == 0  # (not resumed twice)
+    assert gc.isenabled()

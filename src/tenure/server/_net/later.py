@@ -36,6 +36,15 @@ from tenure.server._net.gate import Conn
 #: 10,000 pushes a turn, about 10 ms of the compiled build's CPU on this machine.
 PUSHES_PER_BUDGET_ITEM: Final = 10
 
+#: How many turns' room may wait at once: past it, what waits is encoded in the step
+#: of the change that would add to it (:meth:`LaterPushes.bound`), so a writer that
+#: changes a watched semaphore faster than its fan-outs drain pays for them in its
+#: own steps, as before issue 51, and what waits stays one fan-out and this many.
+MOST_TURNS: Final = 10
+#: Seconds the cyclic collector waits for a fan-out's pushes at the most: a stream
+#: of changes that never lets them all drain must not keep it from running.
+MAX_PAUSE: Final = 1.0
+
 #: What encodes one push (:meth:`tenure.server._net.outbox.Outboxes.push`).
 Push = Callable[[Conn, Effect, FiredPushes | None], None]
 
@@ -43,19 +52,38 @@ Push = Callable[[Conn, Effect, FiredPushes | None], None]
 class LaterPushes:
     """The pushes waiting for a later turn, per connection (see the module docstring)."""
 
-    __slots__ = ("_fired", "_push", "_scheduled", "busy", "idle", "room_per_turn", "waiting")
+    __slots__ = (
+        "_count",
+        "_fired",
+        "_paused_at",
+        "_push",
+        "_scheduled",
+        "busy",
+        "idle",
+        "max_pause",
+        "most",
+        "room_per_turn",
+        "waiting",
+    )
 
     def __init__(self, push: Push, step_budget: int) -> None:
         """``push`` encodes one push (and queues it, which asks for the turn's end);
         ``step_budget``: the server's ``--step-budget``."""
         self._push = push
         #: Called when the first push comes to wait, and ``idle`` when none is left
-        #: (the routing pauses the cyclic collector meanwhile: the pushes' effects
-        #: are short-lived, tenure._runtime.collector).
+        #: or ``max_pause`` seconds later, whichever comes first (the routing pauses
+        #: the cyclic collector meanwhile: the pushes' effects are short-lived,
+        #: tenure._runtime.collector).
         self.busy: Callable[[], None] = _nothing
         self.idle: Callable[[], None] = _nothing
-        #: Pushes one turn encodes.
+        #: Pushes one turn encodes, and the most that wait before a change's step
+        #: encodes them (:data:`MOST_TURNS`).
         self.room_per_turn = max(1, step_budget) * PUSHES_PER_BUDGET_ITEM
+        self.most = self.room_per_turn * MOST_TURNS
+        #: How long ``busy`` may last before ``idle`` is called anyway (:data:`MAX_PAUSE`).
+        self.max_pause = MAX_PAUSE
+        self._count = 0
+        self._paused_at: float | None = None  # (when ``busy`` was called; None: idle)
         #: Connection -> its waiting pushes, in the order routed; connections in the
         #: order they began waiting. Read, not changed, by the outboxes: ``conn in
         #: waiting`` says a message for ``conn`` must wait behind them. (Effects
@@ -70,16 +98,18 @@ class LaterPushes:
 
     def __len__(self) -> int:
         """How many pushes wait."""
-        return sum(len(each) for each in self.waiting.values())
+        return self._count
 
     def defer(self, conn: Conn, effect: Effect) -> None:
         """Keep a push to ``conn`` for a later turn, behind those kept for it already."""
         waiting = self.waiting.get(conn)
         if waiting is None:
             if not self.waiting:
+                self._paused_at = asyncio.get_running_loop().time()
                 self.busy()
             waiting = self.waiting[conn] = deque()
         waiting.append(effect)
+        self._count += 1
         if not self._scheduled:
             self._scheduled = True
             asyncio.get_running_loop().call_soon(self.drain)
@@ -89,11 +119,19 @@ class LaterPushes:
         next, which must come after them)."""
         waiting = self.waiting.pop(conn, None)
         if waiting is not None:
+            self._count -= len(waiting)
             push, fired = self._push, self._fired
             for effect in waiting:
                 push(conn, effect, fired)
             if not self.waiting:
                 self._emptied()
+
+    def bound(self, adding: int) -> None:
+        """Before a step routes ``adding`` pushes: if with them more than :attr:`most`
+        would wait, encode every waiting push now (each connection's still first)."""
+        if self._count + adding > self.most:
+            while self.waiting:
+                self.catch_up(next(iter(self.waiting)))
 
     def drain(self) -> None:
         """Encode one turn's room of waiting pushes, oldest connection first; schedule
@@ -109,12 +147,18 @@ class LaterPushes:
             while room > 0 and queue:
                 push(conn, queue.popleft(), fired)
                 room -= 1
+                self._count -= 1
             if queue:  # (the room ran out: it goes on first at the next turn)
                 waiting[conn] = queue
                 waiting.move_to_end(conn, last=False)
         if waiting:
+            loop = asyncio.get_running_loop()
             self._scheduled = True
-            asyncio.get_running_loop().call_soon(self.drain)
+            loop.call_soon(self.drain)
+            paused_at = self._paused_at
+            if paused_at is not None and loop.time() - paused_at > self.max_pause:
+                self._paused_at = None  # (the collector runs again: MAX_PAUSE)
+                self.idle()
         else:
             self._emptied()
 
@@ -123,12 +167,15 @@ class LaterPushes:
         not made durable may reach anyone)."""
         if self.waiting:
             self.waiting.clear()
+            self._count = 0
             self._emptied()
 
     def _emptied(self) -> None:
         """Nothing waits any more."""
         self._fired = FiredPushes()  # (what it kept alive may go)
-        self.idle()
+        if self._paused_at is not None:  # (else idle was called already: MAX_PAUSE)
+            self._paused_at = None
+            self.idle()
 
 
 def _nothing() -> None:
