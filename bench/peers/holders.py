@@ -24,7 +24,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import json
 import sys
 import time
 import uuid
@@ -33,6 +32,7 @@ from typing import Any
 import psutil
 
 import tenure
+from bench.tools.workers import next_word, say
 
 NODE = "bench-hold"
 #: tenure sessions (hold, recovery) and etcd leases (hold) holding the locks.
@@ -275,15 +275,9 @@ def holder(system: str, url: str, n: int, what: str) -> Holder:
     raise ValueError(f"no holder for {system!r}")
 
 
-def say(**event: object) -> None:
-    """One JSON line to the orchestrator."""
-    print(json.dumps(event), flush=True)
-
-
 async def hear(expected: str) -> None:
     """Wait for the orchestrator's next word (EOF counts as "end")."""
-    line = await asyncio.get_running_loop().run_in_executor(None, sys.stdin.readline)
-    word = line.strip() or "end"
+    word = await next_word()
     if word != expected and word != "end":
         raise RuntimeError(f"expected {expected!r} from the orchestrator, got {word!r}")
 

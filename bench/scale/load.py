@@ -27,12 +27,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import sys
 import time
 from typing import Any, Final
 
 from bench.scale.wire import Conn, pipelined
+from bench.tools.workers import next_word, say
 from tenure._core import (
     MAX_COUNT,
     Acquire,
@@ -65,17 +65,6 @@ def roomy(count: int) -> NodeConfig:
         max_semaphores=room,
         max_waiters=room,
     )
-
-
-def say(**event: object) -> None:
-    """One JSON line to the orchestrator."""
-    print(json.dumps(event), flush=True)
-
-
-async def hear() -> str:
-    """The orchestrator's next word (EOF counts as "end")."""
-    line = await asyncio.get_running_loop().run_in_executor(None, sys.stdin.readline)
-    return line.strip() or "end"
 
 
 class Pinger:
@@ -247,7 +236,7 @@ async def work(args: argparse.Namespace) -> None:
             pinger.add(conns)
     seconds = time.perf_counter() - started
     say(event="filled", count=args.count, seconds=seconds, connections=len(conns))
-    while (word := await hear()) != "end":
+    while (word := await next_word()) != "end":
         if word.startswith("chain "):
             async with asyncio.timeout(args.timeout):
                 took = await waiters.chain(int(word.split()[1]))

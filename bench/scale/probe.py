@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import statistics
 import sys
 import time
@@ -28,6 +27,7 @@ import time
 import aiohttp
 
 import tenure
+from bench.tools.workers import next_word, say
 
 NODE = "probe"
 #: Seconds between two health probes, and the longest answer that counts as one.
@@ -75,21 +75,15 @@ async def pairs(session: tenure.Session, seconds: float) -> list[float]:
     return took
 
 
-def say(**event: object) -> None:
-    """One JSON line to the orchestrator."""
-    print(json.dumps(event), flush=True)
-
-
 async def work(args: argparse.Namespace) -> None:
     """Open, ready; go -> probe, probed; end."""
-    loop = asyncio.get_running_loop()
     async with tenure.connect(args.url) as client:
         await client.create_node(NODE, exist_ok=True)
         async with client.session(NODE) as session:
             await pairs(session, 0.3)  # warm: the first requests pay for imports
             say(event="ready")
             watching: tuple[asyncio.Event, asyncio.Task[tuple[float, int, int]]] | None = None
-            while (word := (await loop.run_in_executor(None, sys.stdin.readline)).strip()) in (
+            while (word := await next_word()) in (
                 "go",
                 "watch",
                 "unwatch",
@@ -122,7 +116,7 @@ async def work(args: argparse.Namespace) -> None:
                     health_answered=answered,
                     health_missed=missed,
                 )
-            if word not in ("end", ""):
+            if word != "end":
                 raise RuntimeError(f"unknown word {word!r}")
 
 

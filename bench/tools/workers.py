@@ -8,6 +8,7 @@ between steps. A thread reads each worker's lines, so every wait is bounded.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import queue
@@ -16,6 +17,19 @@ import sys
 import threading
 from pathlib import Path
 from typing import IO, Any
+
+
+def say(**event: object) -> None:
+    """In a worker: one JSON line (an event) to the orchestrator."""
+    print(json.dumps(event), flush=True)
+
+
+async def next_word() -> str:
+    """In a worker: the orchestrator's next word on stdin (EOF counts as "end"), read
+    in a thread so that the worker's loop goes on meanwhile."""
+    line = await asyncio.get_running_loop().run_in_executor(None, sys.stdin.readline)
+    return line.strip() or "end"
+
 
 #: The repository's root: ``-m bench...`` needs it on the worker's sys.path.
 REPO = Path(__file__).resolve().parents[2]
