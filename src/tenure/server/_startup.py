@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING
 import tenure
 from tenure._build import build
 from tenure._core import Engine
+from tenure._runtime import collector
 from tenure.errors import TenureError
 from tenure.server import _faces
 from tenure.server._audit import AuditLog
@@ -56,6 +57,7 @@ log = logging.getLogger("tenure.server")
 async def serve(config: ServeConfig) -> int:
     """Start, serve until told to stop, and return the exit code."""
     loop = asyncio.get_running_loop()
+    collector.freeze_after(config.gc_freeze_after)
     journal = Journal(DataDir(config.data_dir, config.fsync))
     try:
         lock = lock_data_dir(config.data_dir)

@@ -24,6 +24,7 @@ from tenure._core.values import (
     MAX_WATCHES_PER_SEMAPHORE,
 )
 from tenure._protocol import DEFAULT_MAX_FRAME_SIZE
+from tenure._runtime.collector import DEFAULT_FREEZE_AFTER
 from tenure.server._config.audit_settings import (
     DEFAULT_AUDIT_LOG_KEEP,
     DEFAULT_AUDIT_LOG_MAX_BYTES,
@@ -90,6 +91,7 @@ class ServeConfig:
     max_watches_per_semaphore: int = MAX_WATCHES_PER_SEMAPHORE
     max_listed_per_firing: int = MAX_LISTED_PER_FIRING
     step_budget: int = DEFAULT_STEP_BUDGET  # items of deadline work per turn of the loop
+    gc_freeze_after: float = DEFAULT_FREEZE_AFTER  # 0: never freeze (collector.freeze_after)
     # The ceilings of NodeConfig's limits (DEFAULT_NODE_CEILINGS; --max-node-*).
     max_node_sessions: int = 1_000_000
     max_node_semaphores: int = 1_000_000

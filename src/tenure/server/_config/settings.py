@@ -23,6 +23,7 @@ from tenure._core.values import (
     MAX_WATCHES_PER_SEMAPHORE,
 )
 from tenure._protocol import DEFAULT_MAX_FRAME_SIZE, MAX_MAX_FRAME_SIZE, MIN_MAX_FRAME_SIZE
+from tenure._runtime.collector import DEFAULT_FREEZE_AFTER
 from tenure.errors import ConfigError as ConfigError  # re-exported: it lives in tenure.errors
 from tenure.server._config.audit_settings import AUDIT_SETTINGS
 from tenure.server._config.cluster_settings import CLUSTER_SETTINGS
@@ -279,6 +280,17 @@ SETTINGS: Final = (
         "go) the server does per turn of its event loop; due work beyond it is done in the "
         "next turns, clients heard between them, 100 to 10000000 (default: %(default)s)",
         in_range(100, 10_000_000),
+    ),
+    Setting(
+        "gc_freeze_after",
+        float,
+        DEFAULT_FREEZE_AFTER,
+        "SECONDS",
+        "a full collection of Python's cyclic garbage collector that takes this long or "
+        "longer freezes what it left alive (gc.freeze), so that the next ones walk only "
+        "what came after and their pauses stay near this however large the state; "
+        "0 = never (default: %(default)s)",
+        in_range(0, 60),
     ),
     *(
         Setting(

@@ -31,6 +31,9 @@ counts; any other caller of ``collect`` has them counted there, at once. The ser
 * with ``--audit-log``, ``tenure_audit_lines_dropped_total``: audit lines dropped
   because the writer's queue was full or the file could not be written
   (:mod:`tenure.server._audit`: the server never waits on its disk);
+* ``tenure_gc_frozen_objects`` and ``tenure_gc_freezes_total``: what the cyclic
+  collector no longer walks, and the long full collections that froze it
+  (``--gc-freeze-after``: :mod:`tenure._runtime.collector`);
 * on a cluster's server, the ``tenure_cluster_*`` gauges
   (:mod:`tenure.server._http.cluster_view`), read from its role; on a standby the
   engine's gauges are those of its replica, the follower's engine.
@@ -50,6 +53,7 @@ from prometheus_client.metrics_core import CounterMetricFamily, GaugeMetricFamil
 
 from tenure._core import Engine
 from tenure._core.deadlocks import LOOKED
+from tenure._runtime import collector as gc_collector
 from tenure.server._audit import AuditLog
 from tenure.server._http.cluster_view import cluster_families
 from tenure.server._http.metrics import ServerMetrics
@@ -174,6 +178,7 @@ class StateCollector:
                 "slower than the acts) or the file could not be written.",
                 value=float(audit.dropped),
             )
+        yield from _gc_families()
         engine = self._engine()
         if engine is None:
             return  # recovering: nothing to read yet
@@ -247,6 +252,22 @@ def _deadlock_families(engine: Engine) -> Iterator[Metric]:
             checks.add_metric([what, token], float(count))
     yield work
     yield checks
+
+
+def _gc_families() -> Iterator[Metric]:
+    """What the cyclic collector froze (``--gc-freeze-after``; its counts per generation
+    are prometheus-client's ``python_gc_*``)."""
+    yield GaugeMetricFamily(
+        "tenure_gc_frozen_objects",
+        "Objects the cyclic garbage collector no longer walks (gc.freeze): the recovered "
+        "state's, and what full collections longer than --gc-freeze-after left alive.",
+        value=float(gc_collector.frozen()),
+    )
+    yield CounterMetricFamily(
+        "tenure_gc_freezes",
+        "Full collections longer than --gc-freeze-after that froze what they left alive.",
+        value=float(gc_collector.freezes()),
+    )
 
 
 def _throttle_families(throttle: Throttle) -> Iterator[Metric]:

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from functools import partial
 
-from prometheus_client import ProcessCollector
+from prometheus_client import GCCollector, ProcessCollector
 
 from tenure._core import Engine
 from tenure.server import _faces
@@ -68,6 +68,8 @@ class Endpoint:
         self._limits = HttpLimits()
         # process_cpu_seconds_total, process_resident_memory_bytes, process_open_fds...
         ProcessCollector(registry=registry)
+        # python_gc_collections_total, python_gc_objects_collected_total (by generation)
+        GCCollector(registry=registry)
 
     async def start(
         self, host: str, port: int, config: ServeConfig | None = None

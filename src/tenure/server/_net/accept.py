@@ -23,6 +23,7 @@ import asyncio
 import enum
 import logging
 from collections.abc import Callable, Coroutine
+from functools import partial
 from typing import Any, Final, cast
 
 log = logging.getLogger("tenure.server")
@@ -63,9 +64,12 @@ class AcceptedProtocol(asyncio.StreamReaderProtocol):
     ) -> None:
         """``on_lost``: called once the connection is lost (its socket closed)."""
         loop = asyncio.get_running_loop()
+        # The stream callback finds this protocol through its writer's transport: a
+        # callback holding ``self`` would make every connection a reference cycle,
+        # left for the cyclic collector's walks once the connection is closed.
         super().__init__(
             asyncio.StreamReader(limit=READ_LIMIT, loop=loop),
-            lambda reader, writer: serve(reader, writer, self),
+            partial(_serve_with_protocol, serve),
             loop=loop,
         )
         self.kind: asyncio.Future[Kind] = loop.create_future()
@@ -214,6 +218,19 @@ class AcceptedProtocol(asyncio.StreamReaderProtocol):
                 transport.pause_reading()
             else:
                 transport.resume_reading()
+
+
+def _serve_with_protocol(
+    serve: Callable[
+        [asyncio.StreamReader, asyncio.StreamWriter, AcceptedProtocol],
+        Coroutine[Any, Any, None],
+    ],
+    reader: asyncio.StreamReader,
+    writer: asyncio.StreamWriter,
+) -> Coroutine[Any, Any, None]:
+    """``serve`` the connection of ``writer``, with its :class:`AcceptedProtocol`
+    (over TLS too: the TLS layer's transport gives the protocol above it)."""
+    return serve(reader, writer, cast(AcceptedProtocol, writer.transport.get_protocol()))
 
 
 class FaceProtocol(asyncio.StreamReaderProtocol):
