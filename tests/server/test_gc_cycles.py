@@ -3,8 +3,9 @@
 ``--gc-freeze-after`` freezes what a long full collection left alive
 (:mod:`tenure._runtime.collector`): an object frozen that later died in a reference
 cycle would never be freed. So a real server is churned through its paths (native
-connections with sessions, holds, waits given up and watches, connections dropped
-with all of them, ``/metrics`` and ``/readyz``, dflockd locks left to the close), with
+connections, in the clear and over TLS, with sessions, holds, waits given up and
+watches, connections dropped with all of them, ``/metrics`` and ``/readyz``, dflockd
+locks left to the close), with
 freezing off, and its own count of what the cyclic collector found
 (``python_gc_objects_collected_total``) must stay near still: each closed connection
 left 14 objects in a cycle before (the stream callback held its protocol).
@@ -20,6 +21,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
+import trustme
 
 import tenure
 from tests.ports import free_port
@@ -47,7 +49,7 @@ def collected(samples: Samples) -> float:
     )
 
 
-async def churn(url: str, http_port: int, dflockd_port: int, round_: int) -> None:
+async def churn(url: str, http_port: int, dflockd_port: int | None, round_: int) -> None:
     """One round of every path (the module docstring)."""
     name = f"m{round_ % 5}"
     async with (
@@ -70,6 +72,8 @@ async def churn(url: str, http_port: int, dflockd_port: int, round_: int) -> Non
     for path in ("/metrics", "/readyz"):
         status, _ = await get(http_port, path)
         assert status == 200
+    if dflockd_port is None:
+        return
     reader, writer = await asyncio.open_connection("127.0.0.1", dflockd_port)
     writer.write(f"l\nd{round_}\n5\n".encode())
     assert (await asyncio.wait_for(reader.readline(), WAIT)).startswith(b"ok")
@@ -98,13 +102,36 @@ def drop_connections(url: str) -> None:
     subprocess.run([sys.executable, "-c", script], check=True, timeout=60)
 
 
+@pytest.fixture(scope="module")
+def pki(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, Path]:
+    """A CA's file, and the server's certificate and key it signed."""
+    base = tmp_path_factory.mktemp("pki")
+    ca = trustme.CA()
+    leaf = ca.issue_cert("127.0.0.1", "localhost")
+    cert, key, ca_file = base / "server.pem", base / "server.key", base / "ca.pem"
+    leaf.cert_chain_pems[0].write_to_path(str(cert))
+    leaf.private_key_pem.write_to_path(str(key))
+    ca.cert_pem.write_to_path(str(ca_file))
+    return ca_file, cert, key
+
+
 @pytest.mark.slow
-async def test_the_servers_paths_leave_no_reference_cycle(tmp_path: Path) -> None:
-    http_port, dflockd_port = free_port(), free_port()
-    flags = ["--http-port", str(http_port), "--dflockd-port", str(dflockd_port)]
-    flags += ["--fsync", "off", "--gc-freeze-after", "0"]
+@pytest.mark.parametrize("tls", [False, True], ids=["plain", "tls"])
+async def test_the_servers_paths_leave_no_reference_cycle(
+    tmp_path: Path, tls: bool, pki: tuple[Path, Path, Path]
+) -> None:
+    http_port = free_port()
+    dflockd_port = None if tls else free_port()  # (dflockd's clients speak it in the clear)
+    flags = ["--http-port", str(http_port), "--fsync", "off", "--gc-freeze-after", "0"]
+    if dflockd_port is not None:
+        flags += ["--dflockd-port", str(dflockd_port)]
+    ca_file, cert, key = pki
+    if tls:
+        flags += ["--tls-cert", str(cert), "--tls-key", str(key)]
     with ServerProcess(tmp_path / "data", *flags) as server:
         url = f"tenure://127.0.0.1:{server.port}"
+        if tls:
+            url = f"tenures://127.0.0.1:{server.port}?ca={ca_file}"
         async with tenure.connect(url) as client:
             await client.create_node("n")
         await churn(url, http_port, dflockd_port, -1)  # (what a first use makes once)
