@@ -7,8 +7,8 @@
   environment variables and the config file.
 
 Layer (CONTRIBUTING.md): its modules may import each other, tenure._core,
-tenure._protocol, tenure.server._durability.storage, tenure.server._net.auth,
-tenure.server._net.tls, tenure.server._net.throttle,
+tenure._protocol, tenure._runtime.collector, tenure.server._durability.storage,
+tenure.server._net.auth, tenure.server._net.tls, tenure.server._net.throttle,
 tenure.server._durability.fsync_modes, tenure.server._logs,
 tenure.server._session_table, tenure.server._http.listener (lazily), tenure._etcd.url
 (lazily), tenure._etcd.client (types) and tenure.errors.

@@ -20,7 +20,7 @@ imported only when the endpoint is asked for.
   limit, idle and header timeouts).
 
 Layer (CONTRIBUTING.md): its modules may import each other, tenure._core,
-tenure._protocol, tenure.server and tenure.errors.
+tenure._protocol, tenure.server, tenure._runtime.collector and tenure.errors.
 """
 
 from __future__ import annotations
