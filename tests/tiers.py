@@ -132,6 +132,7 @@ TIERS: Final[dict[str, tuple[str, ...]]] = {
     "tests/server/test_quota_pause_served.py": UNIT,  # a Server in this process
     "tests/server/test_reload_parts.py": UNIT,  # a Server in this process
     "tests/server/net/test_later_pushes.py": UNIT,  # the routing on socket pairs
+    "tests/server/net/test_accept_finalize.py": UNIT,  # protocols, no connection
     # The journal forks a child to write a snapshot.
     **dict.fromkeys(
         (
