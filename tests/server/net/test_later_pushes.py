@@ -150,6 +150,17 @@ def firings(events: list[object]) -> list[WatchFired]:
     return [e.effect for e in events if isinstance(e, Push) and type(e.effect) is WatchFired]
 
 
+def told_in_order(served: Served, versions: list[bytes]) -> None:
+    """Every watch of every peer was told each of ``versions``, once each, in order."""
+    for peer in served.peers:
+        seen: dict[int, list[bytes]] = {}
+        for f in firings(peer.read()):
+            assert f.description is not None
+            seen.setdefault(f.watch_id, []).append(f.description.data)
+        assert len(seen) == WATCHES_EACH
+        assert all(data == versions for data in seen.values()), seen
+
+
 async def test_each_watch_across_connections_is_told_once_and_the_step_encodes_one_turns_room(
     served: Served,
 ) -> None:
@@ -182,13 +193,7 @@ async def test_a_second_change_during_the_fan_out_is_told_after_the_first_on_eve
     assert len(served.out.later) > 0  # (the first change's pushes still wait)
     served.host.execute(UpdateSemaphore(served.writer_sid, "config", b"v2"))
     await turns()
-    for peer in served.peers:
-        seen: dict[int, list[bytes]] = {}
-        for f in firings(peer.read()):
-            assert f.description is not None
-            seen.setdefault(f.watch_id, []).append(f.description.data)
-        assert len(seen) == WATCHES_EACH
-        assert all(data == [b"v1", b"v2"] for data in seen.values()), seen
+    told_in_order(served, [b"v1", b"v2"])
 
 
 async def test_an_answer_to_a_connection_comes_after_the_pushes_waiting_for_it(
@@ -253,13 +258,7 @@ async def test_what_waits_stays_within_its_bound_however_fast_the_changes_come(
         assert len(later) == fan_out  # (not 2x, 3x: the earlier ones were encoded)
     await turns()
     assert len(later) == 0
-    for peer in served.peers:
-        seen: dict[int, list[bytes]] = {}
-        for f in firings(peer.read()):
-            assert f.description is not None
-            seen.setdefault(f.watch_id, []).append(f.description.data)
-        assert len(seen) == WATCHES_EACH
-        assert all(data == [b"v1", b"v2", b"v3"] for data in seen.values()), seen
+    told_in_order(served, [b"v1", b"v2", b"v3"])
 
 
 async def test_the_collector_runs_again_when_pushes_wait_past_the_longest_pause(
