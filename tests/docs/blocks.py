@@ -23,7 +23,10 @@ def pages() -> list[Path]:
     """Every page whose blocks are held to run: the README, docs/*.md, and the
     JavaScript clients' READMEs."""
     found = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
-    found += [ROOT / "clients" / "js" / "README.md", ROOT / "clients" / "js" / "effect" / "README.md"]
+    found += [
+        ROOT / "clients" / "js" / "README.md",
+        ROOT / "clients" / "js" / "effect" / "README.md",
+    ]
     return found
 
 
