@@ -156,7 +156,12 @@ class ClusterMember:
     # -- standby --------------------------------------------------------------------------
 
     async def _standby_term(self, sockets: Sockets) -> bool:
-        """Serve as a standby until elected (True) or stopped (False)."""
+        """Serve as a standby until elected (True) or stopped (False).
+
+        A stop that comes while the standby's server steps down, after the election
+        was won, wins: the member resigns (no stale candidate stays ahead of the
+        others) and does not lead (False), so no term starts without its lease.
+        """
         role = self._role()
         role.stand_by()
         follower = self.follower
@@ -176,14 +181,15 @@ class ClusterMember:
                 term = await self._retrying(stand, "standing")
                 if await self._until_elected(lease, term):
                     self.lease, self.term = lease, term
-                    return True
+                    break
                 if lease.lost.is_set():
                     log.warning("this member's lease in etcd ended; standing again")
-            return False
         finally:
             await server.step_down("the standby's term ended")
             if self._stop.is_set() and self._standing is not None:
                 await self._resign(self._standing)  # no stale candidate ahead of the others
+        # (Elected, then stopped while the server stepped down: the lease was let go.)
+        return self.lease is not None and not self._stop.is_set()
 
     async def _until_elected(self, lease: MemberLease, term: int) -> bool:
         """Wait until no candidate is ahead of ``term`` (True), or the lease is lost or
@@ -213,7 +219,8 @@ class ClusterMember:
     async def _leader_term(self, sockets: Sockets) -> None:
         """Lead until the lease could end, an append is refused, or the member stops."""
         lease, term, role = self.lease, self.term, self._role()
-        assert lease is not None
+        if lease is None:  # (stopped as it was elected: its standby term resigned)
+            return
         follower = self.follower
         await follower.stop()
         try:
