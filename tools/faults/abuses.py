@@ -70,6 +70,8 @@ __all__ = ["ABUSES", "FAILED", "Abuse", "Tally", "Tenant", "refusal_name"]
 
 #: A day, the recovery window the hoarding sessions ask for.
 DAY: Final = 86_400.0
+#: How many times ``waiters`` asks for a session while the quota refuses it (0.2 s apart).
+SESSION_TRIES: Final = 300
 #: The 64 KiB a semaphore's data may hold by default (a node's max_data_size).
 BIG_DATA: Final = b"x" * 65_536
 
@@ -78,7 +80,7 @@ async def list_nodes(tenant: Tenant, tally: Tally, deadline: float) -> None:
     """``list-nodes`` (module docstring): 300 pages of one, every 20th a whole listing."""
     async with await tenant.client(MALLORY.secret) as client:
         for count in range(300):
-            if now() >= deadline:
+            if tally.over(deadline):
                 break
             if count % 20 == 0:
                 await tenant.ask(tally, client.list_nodes())
@@ -91,7 +93,7 @@ async def list_semaphores(tenant: Tenant, tally: Tally, deadline: float) -> None
     async with await tenant.client(MALLORY.secret) as client:
         await tenant.ask(tally, client.list_semaphores(BIG_NODE))
         for _ in range(300):
-            if now() >= deadline:
+            if tally.over(deadline):
                 break
             after = f"s{tenant.rng.randrange(BIG_SEMAPHORES):06d}"
             page = client.backend.list_semaphores(BIG_NODE, prefix="", after=after, limit=1)
@@ -105,7 +107,7 @@ async def _hoard(
     async with await tenant.client(secret) as client:
         sessions: list[tenure.Session] = []
         for start in range(0, len(windows), 50):
-            if now() >= deadline:
+            if tally.over(deadline):
                 break
             batch = windows[start : start + 50]
             opened = await asyncio.gather(
@@ -142,7 +144,7 @@ async def watches(tenant: Tenant, tally: Tally, deadline: float) -> None:
     opened: list[tenure.Session] = []
     async with await tenant.client(READER.secret) as client:
         for _ in range(2):
-            if now() >= deadline:
+            if tally.over(deadline):
                 break
             session = await tenant.ask(tally, client.session(HONEST_NODE, recovery_window=60.0))
             if session is FAILED:
@@ -159,12 +161,15 @@ async def _session_soon(
     tenant: Tenant, tally: Tally, client: tenure.Client, deadline: float
 ) -> Any:
     """A session of ``mallory``'s node, asked again every 0.2 s while its quota refuses
-    (the ``sessions`` abuse holds them all for a moment), until ``deadline``."""
-    while True:
+    (the ``sessions`` abuse holds them all for a moment), until ``deadline`` (or its
+    evidence: :meth:`Tally.over`), :data:`SESSION_TRIES` times at most."""
+    session = FAILED
+    for _ in range(SESSION_TRIES):
         session = await tenant.ask(tally, client.session(JOBS_NODE, recovery_window=60.0))
-        if session is not FAILED or now() >= deadline:
-            return session
+        if session is not FAILED or tally.over(deadline):
+            break
         await asyncio.sleep(0.2)
+    return session
 
 
 async def waiters(tenant: Tenant, tally: Tally, deadline: float) -> None:
@@ -190,9 +195,15 @@ async def waiters(tenant: Tenant, tally: Tally, deadline: float) -> None:
                 for n, lease in zip(names, held, strict=True)
                 if lease is not FAILED
             ]
-        # Queued until the phase ends (a refusal ends its task at once); then withdrawn.
-        if queued:
-            await asyncio.wait(queued, timeout=max(0.0, min(deadline - now(), 2.0)))
+        # Queued until the phase ends (a refusal ends its task at once), or until the
+        # quota's refusal came back (its evidence); then withdrawn.
+        pending = set(queued)
+        if pending:
+            _, pending = await asyncio.wait(pending, timeout=max(0.0, min(deadline - now(), 2.0)))
+        while pending and not tally.over(deadline):
+            _, pending = await asyncio.wait(
+                pending, timeout=STEP, return_when=asyncio.FIRST_COMPLETED
+            )
         for task in queued:
             task.cancel()
         await asyncio.gather(*queued, return_exceptions=True)
@@ -214,7 +225,7 @@ async def big_data(tenant: Tenant, tally: Tally, deadline: float) -> None:
         async with session:
             made: list[str] = []
             for start in range(0, 120, 20):
-                if now() >= deadline:
+                if tally.over(deadline):
                     break
                 names = [f"big-{i}" for i in range(start, start + 20)]
                 created = await asyncio.gather(
@@ -234,7 +245,7 @@ async def nodes(tenant: Tenant, tally: Tally, deadline: float) -> None:
         await tenant.ask(tally, limits)
         made = []
         for i in range(20):
-            if now() >= deadline:
+            if tally.over(deadline):
                 break
             name = f"jobs-n{i}"
             if await tenant.ask(tally, client.create_node(name, exist_ok=True)) is not FAILED:
@@ -249,7 +260,7 @@ async def flood(tenant: Tenant, tally: Tally, deadline: float) -> None:
         left = [20_000]
 
         async def one() -> None:
-            while left[0] > 0 and now() < deadline:
+            while left[0] > 0 and not tally.over(deadline):
                 left[0] -= 1
                 await tenant.ask(tally, client.describe_node(JOBS_NODE))
 
@@ -287,15 +298,14 @@ async def guesses(tenant: Tenant, tally: Tally, deadline: float) -> None:
     by secret and answer (``wrong unknown``: a wrong secret refused; ``... blocked``:
     refused unheard, good or wrong, the address being blocked).
 
-    Unlike the other abuses it does not stop at ``deadline``: what it is there to show
-    is the throttle's block, which comes only past the server's count of failures
-    (``--auth-failures-per-minute``, 10), and on a machine busy with other work this
-    niced process's share of a phase could end before it (a short run once saw 10
-    wrong secrets refused and no block). Its 30 Hellos, each within ``STEP``, bound it.
+    Its evidence (:data:`~tools.faults.abuse_kit.EVIDENCE`) is a wrong secret refused
+    unheard: the throttle's block, past the server's count of failures
+    (``--auth-failures-per-minute``, 10).
     """
-    del deadline  # (see above: bounded by its count)
     host, port = tenant.url.removeprefix("tenure://").rsplit(":", 1)
     for count in range(30):
+        if tally.over(deadline):
+            break
         secret = MALLORY.secret if count % 3 == 2 else f"guess-{tenant.rng.getrandbits(64):x}"
         try:
             async with asyncio.timeout(STEP):

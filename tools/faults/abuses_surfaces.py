@@ -1,9 +1,8 @@
 """The hostile tenant's abuses of issue 47 ("no tenant can hurt another, round two").
 
 Each is an abuse of :mod:`tools.faults.abuse_kit` (bounded by its count and the
-phase's deadline, every answer counted, undone after; those whose evidence the
-scenario requires run to it past the deadline:
-:data:`~tools.faults.abuse_kit.EVIDENCE`), registered in
+phase's deadline, but not before its evidence, :data:`~tools.faults.abuse_kit.EVIDENCE`;
+every answer counted, undone after), registered in
 :data:`tools.faults.abuses.ABUSES` through :data:`SURFACES`. The tokens are
 :mod:`tools.faults.tokens`'s; the nodes are the admin's (:func:`tools.faults.tenant.fill`).
 
@@ -135,7 +134,9 @@ async def _until(deadline: float) -> None:
 async def prefix_watches(tenant: Tenant, tally: Tally, deadline: float) -> None:
     """``prefix-watches`` (module docstring): 10 sessions x 1,000, left detached."""
     left: list[tuple[int, int]] = []  # (session, its seq_no)
-    for _ in range(DETACHED):  # (to its count, past the deadline: see EVIDENCE)
+    for _ in range(DETACHED):
+        if tally.over(deadline):
+            break
         client = await wire(tenant, WATCHER.secret)
         try:
             opened = CreateSession(HONEST_NODE, _KEY, timeout=DETACHED_WINDOW)
@@ -170,13 +171,17 @@ async def claims(tenant: Tenant, tally: Tally, deadline: float) -> None:
             return
         async with session:
             made: list[str] = []
-            for i in range(CLAIMS):  # (to its count, past the deadline: see EVIDENCE)
+            for i in range(CLAIMS):
+                if tally.over(deadline):
+                    break
                 name = f"claimed-{i}"
                 # An ended claim (granted at 1 s of 1970, for 2 s): anyone may take it over.
                 ended = claim_data(ClaimRecord(f"{i:032x}", 1, 1.0, 1.0, 2.0, None, 1, b""))
                 if await tenant.ask(tally, session.semaphore(name).create(1, ended)) is not FAILED:
                     made.append(name)
             for name in made:
+                if tally.over(deadline):
+                    break
                 await tenant.ask(tally, session.claim(name, 0.0, 60.0, data=CLAIM_DATA))
             for name in made:
                 await quietly(session.semaphore(name).delete(force=True))
@@ -220,7 +225,7 @@ async def limiters(tenant: Tenant, tally: Tally, deadline: float) -> None:
     async with grpc.aio.insecure_channel(f"127.0.0.1:{tenant.ports.ydb}") as channel:
         stub = _rl_grpc.RateLimiterServiceStub(channel)
         for count in range(LISTINGS):
-            if now() >= deadline:
+            if tally.over(deadline):
                 break
             recursive = count % 2 == 0
             await _ydb(tally, stub, AUDITOR.secret, "ListResources", recursive=recursive)
@@ -278,14 +283,14 @@ async def deadlocks(tenant: Tenant, tally: Tally, deadline: float) -> None:
                 for _ in range(ROUNDS):
                     before = tally.failed["DeadlockError"]
                     await tenant.ask(tally, session.mutex(_link((i + 1) % LINKS)).lock())
-                    if tally.failed["DeadlockError"] == before or now() >= deadline:
+                    if tally.failed["DeadlockError"] == before or tally.over(deadline):
                         return  # (granted, or not refused as a deadlock: no retry)
 
             tasks = [asyncio.create_task(link(i)) for i in range(LINKS)]
             try:
-                # Every link held first, past the deadline (see EVIDENCE): each ask is
-                # bounded by STEP, so this is too.
-                while len(holding) < LINKS:
+                # Every link held first (the cycle is the evidence: Tally.over), each
+                # ask bounded by STEP.
+                while len(holding) < LINKS and not tally.over(deadline):
                     done, _ = await asyncio.wait(tasks, timeout=0.1)
                     if len(done) + len(holding) >= LINKS:
                         break
@@ -323,7 +328,7 @@ async def board(tenant: Tenant, tally: Tally, deadline: float) -> None:
     headers = {"Authorization": f"Bearer {OPS.secret}"}
     async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=STEP)) as http:
         for _ in range(VIEWS):
-            if now() >= deadline:
+            if tally.over(deadline):
                 break
             start = now()
             try:

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Final
 
 from tenure.errors import TenureError
-from tools.faults.abuse_kit import Ports
+from tools.faults.abuse_kit import EVIDENCE, Ports
 from tools.faults.abuses import ABUSES, Tally, Tenant
 from tools.faults.abuses_surfaces import SURFACES
 from tools.faults.history import Recorder, now
@@ -61,7 +61,7 @@ async def run(
     deadline = start + seconds
 
     async def one(name: str) -> None:
-        tally = Tally()
+        tally = Tally(evidence=EVIDENCE.get(name))
         try:
             await ABUSES[name](tenant, tally, deadline)
         except (TenureError, OSError, TimeoutError) as error:
