@@ -9,6 +9,7 @@ let source = null;
 let shownBoard = null; // the board last rendered, as JSON: redrawn only when it changed
 let shownCluster = null; // the cluster part last rendered, as JSON (likewise)
 let filterText = ""; // the name filter's text, lower case ("": every row)
+let idleOpen = false; // whether the idle nodes' line is unfolded (kept across redraws)
 
 function el(tag, attrs, ...children) {
   const node = document.createElement(tag);
@@ -80,6 +81,10 @@ function data(info) {
 // one there (``listed``), else here.
 function holder(info, isOwner, listed) {
   const parts = [el("span", { class: "desc who" }, info.description || "(no description)")];
+  // Its client's connection is gone: the server keeps the session, and so this hold
+  // or wait, until its recovery window ends, unless the client comes back.
+  const gone = info.expires_at !== null && info.expires_at !== undefined;
+  if (gone) parts.push(" ", disconnected(info.expires_at));
   if (!listed.has(info.session_id)) parts.push(" · ", el("span", { class: "identity who" }, identity(info.identity)));
   parts.push(" · session ", el("span", { class: "session-id" }, info.session_id));
   // A group's member: its id (and state, weight), its data its own, not its record.
@@ -97,7 +102,17 @@ function holder(info, isOwner, listed) {
   if (info.count === null) parts.push(" · count all");
   else if (info.count > 1) parts.push(" · count " + info.count);
   if (info.data_bytes > 0) parts.push(" · data ", data(info));
-  return el(isOwner ? "div" : "li", { class: isOwner ? "owner" : "waiter" }, ...parts);
+  const kind = isOwner ? "owner" : "waiter";
+  return el(isOwner ? "div" : "li", { class: gone ? kind + " gone" : kind }, ...parts);
+}
+
+// The mark of a session whose client is disconnected, and the time left of its window.
+function disconnected(expiresAt) {
+  return el("span", {
+    class: "disconnected",
+    title: "its client's connection is gone: the server ends the session, releasing its " +
+      "holds, when its recovery window ends, unless the client comes back",
+  }, "disconnected \u00b7 ends in ", age(expiresAt, "until"));
 }
 
 function more(shown, total, what) {
@@ -217,14 +232,15 @@ function semaphoreRow(sem, listed) {
 function sessionRow(node, session) {
   const expires = session.expires_at === null
     ? el("span", { class: "muted" }, "connected")
-    : el("span", { class: "held" }, "in ", age(session.expires_at, "until"));
+    : disconnected(session.expires_at);
   const actions = el("td", {});
   if (node.can_kill) {
     const button = el("button", { type: "button", class: "kill" }, "end session");
     button.addEventListener("click", () => endSession(node.node, session.session_id));
     actions.append(button);
   }
-  return el("tr", { class: "session", "data-session-id": session.session_id },
+  const gone = session.expires_at === null ? "session" : "session gone";
+  return el("tr", { class: gone, "data-session-id": session.session_id },
     el("td", { class: "num" }, session.session_id),
     el("td", { class: "desc who" }, session.description || "(no description)"),
     el("td", { class: "identity who" }, identity(session.identity)),
@@ -252,14 +268,44 @@ function nodeSection(node) {
     : el("p", { class: "muted" }, "no semaphores");
   const sessions = node.sessions.length
     ? el("table", { class: "sessions" },
-      el("thead", {}, head("id", "description", "client", "window", "expires", "holds", "waits", "")),
+      el("thead", {}, head("id", "description", "client", "window", "connection", "holds", "waits", "")),
       el("tbody", {}, ...node.sessions.map((s) => sessionRow(node, s))))
     : el("p", { class: "muted" }, "no sessions");
-  const parts = [el("h2", { class: "who" }, node.name),
+  const parts = [el("div", { class: "node-head" }, el("h2", { class: "who" }, node.name), activityLine(node)),
     el("h3", {}, "Semaphores"), semaphores, more(node.semaphores.length, node.semaphores_total, "semaphores"),
     el("h3", {}, "Sessions"), sessions, more(node.sessions.length, node.sessions_total, "sessions")];
   if (node.deadlocks && node.deadlocks.length) parts.push(...deadlocksPart(node.deadlocks));
-  return el("section", { class: "node", "data-node": node.name }, ...parts);
+  const contended = node.activity && node.activity.waiters ? " contended" : "";
+  return el("section", { class: "node" + contended, "data-node": node.name }, ...parts);
+}
+
+// How busy a node is (the server's view orders the nodes by it: the most waiters, then
+// the most disconnected sessions, then the most holds and grants, then by name).
+function activityLine(node) {
+  const a = node.activity;
+  const facts = [];
+  if (a.waiters) facts.push(el("span", { class: "fact waiting" }, a.waiters + " waiting"));
+  if (a.disconnected) facts.push(el("span", { class: "fact disconnected" }, a.disconnected + " disconnected"));
+  if (a.holds) facts.push(el("span", { class: "fact" }, many(a.holds, "hold")));
+  if (a.grants) facts.push(el("span", { class: "fact" }, many(a.grants, "grant") + " in the last minute"));
+  else if (!a.idle && a.granted_at !== null) facts.push(el("span", { class: "fact" }, "granted ", age(a.granted_at, "since"), " ago"));
+  if (!facts.length) facts.push(el("span", { class: "fact muted" }, "idle"));
+  return el("span", { class: "activity" }, ...facts);
+}
+
+// The idle nodes (nothing held, waited for or granted lately, no client disconnected):
+// one line of their names, unfolded on a click into their full sections.
+function idleNodes(nodes) {
+  const names = nodes.map((node) => el("span", { class: "idle-name who", title: many(node.semaphores_total, "semaphore") +
+    ", " + many(node.sessions_total, "session") }, node.name));
+  const list = [];
+  names.forEach((name, i) => list.push(...(i ? [", ", name] : [name])));
+  const summary = el("summary", {}, el("b", {}, many(nodes.length, "idle node")), " ",
+    el("span", { class: "idle-names" }, ...list));
+  const details = el("details", { id: "idle-nodes", class: "idle" }, summary, ...nodes.map(nodeSection));
+  details.open = idleOpen;
+  details.addEventListener("toggle", () => { idleOpen = details.open; });
+  return details;
 }
 
 // The deadlocks the server broke on the node lately, newest first: each an acquire it
@@ -353,7 +399,10 @@ function render(message) {
     return;
   }
   document.getElementById("node-count").textContent = view.board.nodes_total;
-  const sections = view.board.nodes.map(nodeSection);
+  // In the server's order, the busiest first; the idle ones folded into one line.
+  const sections = view.board.nodes.filter((node) => !node.activity.idle).map(nodeSection);
+  const idle = view.board.nodes.filter((node) => node.activity.idle);
+  if (idle.length) sections.push(idleNodes(idle));
   if (!sections.length) sections.push(el("p", { class: "muted" }, "no nodes"));
   const rest = more(view.board.nodes.length, view.board.nodes_total, "nodes");
   // The view reached --dashboard-max-bytes: what follows was left out (the totals say how much).
@@ -429,25 +478,46 @@ async function endSession(node, sessionId) {
 }
 
 // Before a login the header has nothing to say of a server it may not see: its
-// state ("connecting", which it is not), rates, counts and live mark are hidden.
+// state, rates, counts and live mark are hidden.
 function showLogin(show) {
   document.getElementById("login").hidden = !show;
   document.getElementById("board").hidden = show;
   for (const part of document.querySelectorAll("header .status")) part.hidden = show;
 }
 
-async function start() {
+// The view the page came with (dashboard_page.py): drawn before the first paint, so
+// that a page never shows an empty one while its data is known; undefined if absent.
+function firstView() {
+  const carried = document.getElementById("first-view");
+  try {
+    return JSON.parse(carried.textContent);
+  } catch {
+    return undefined;
+  } finally {
+    carried.remove(); // (read once: a login starts afresh)
+  }
+}
+
+// Show ``first`` (a view, or {refused: STATUS, answer}), or else the one the API
+// answers now; then follow the event stream.
+async function start(first) {
   if (source) source.close();
   source = null;
   shownBoard = null;
   shownCluster = null;
-  const response = await fetch(API + "/board", { credentials: "same-origin" });
-  if (response.status === 401) {
+  let message = first;
+  if (message === undefined) {
+    const response = await fetch(API + "/board", { credentials: "same-origin" });
+    const answer = await response.json().catch(() => ({}));
+    message = response.ok ? answer : { refused: response.status, answer };
+  }
+  if (message.refused === 401) {
     showLogin(true);
     return;
   }
   showLogin(false);
-  if (response.ok) render(await response.json());
+  if (message.refused) notice("refused (" + message.refused + "): " + (message.answer.error || "no reason given"));
+  else render(message);
   source = new EventSource(API + "/events");
   const live = document.getElementById("live");
   source.onopen = () => live.classList.add("on");
@@ -472,4 +542,4 @@ document.getElementById("filter").addEventListener("input", (event) => {
   applyFilter();
 });
 setInterval(tickAges, 1000);
-start();
+start(firstView());
