@@ -178,6 +178,7 @@ TIERS: Final[dict[str, tuple[str, ...]]] = {
     "tests/dflockd/test_codec.py": UNIT,
     "tests/ydb_face/test_units.py": UNIT,
     "tests/dashboard/test_board.py": UNIT,
+    "tests/dashboard/test_board_activity.py": UNIT,
     "tests/dashboard/test_dashboard_browser.py": ("browser", "service"),
     "tests/dashboard/test_triage_browser.py": ("browser", "service"),
     "tests/bench/test_scale_report.py": UNIT,

@@ -13,6 +13,7 @@ against a real ``tenure serve --http-port``:
 from __future__ import annotations
 
 import re
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -20,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 import tenure.sync
+from tests.server.wire import WAIT
 
 from .browser import Holder, Served, serve
 
@@ -98,6 +100,26 @@ def test_the_first_paint_is_the_state_load_after_load(served: Served, page: Page
             # The view rides in the page as data: nothing inline was refused or run.
             assert csp_refusals == []
             held.release()
+
+
+def test_the_first_view_rides_in_the_page_as_data_never_as_markup(
+    served: Served, page: Page
+) -> None:
+    # A description that would end the page's JSON element and start a script of its
+    # own, were it written in as it is.
+    sneaky = "</script><script>window.__xss = 1</script><b>x</b> & more"
+    with tenure.sync.connect(served.url) as client:
+        client.create_node("jobs")
+        with client.session("jobs", description=sneaky) as session, session.mutex("m"):
+            with urllib.request.urlopen(served.page_url, timeout=WAIT) as answer:
+                html = answer.read().decode()
+            assert html.count("</script>") == 2  # the page's own two elements: no more
+            assert "\\u003c/script\\u003e" in html
+            page.goto(served.page_url)
+            owner = 'tr.semaphore[data-name="m"] .owner .desc'
+            assert page.locator(owner).text_content() == sneaky  # shown as text
+            assert page.evaluate("window.__xss") is None
+            assert page.query_selector("#board b") is None
 
 
 def test_the_first_paint_of_a_page_without_a_token_is_its_login_form(

@@ -238,7 +238,7 @@ def _build(
     slices = Slices(budget, work, limits.max_bytes)
     total, shown = yield from _shown_nodes(engine, limits, may_see, prefixes, slices)
     if activity is not None:
-        shown = activity.in_order(shown)
+        shown = activity.in_order(shown, engine, now)
     # Semaphores still to show, for each one's fair share of the scan.
     planned = {
         name: min(len(engine.nodes[name].semaphores), limits.max_semaphores) for name in shown

@@ -133,10 +133,16 @@ class NodeActivity:
             samples.append((now, node.grants))
         while len(samples) > 1 and now - samples[1][0] >= GRANTS_WINDOW:
             samples.popleft()  # (the oldest kept is at most a window old, or the only one)
-        oldest_at, oldest = samples[0]
-        if oldest_at >= now and len(samples) == 1:
+        return self._since_oldest(name, node, now)
+
+    def _since_oldest(self, name: str, node: Node, now: float) -> int | None:
+        """Grants on ``node`` since the oldest sample kept of it, without sampling; None
+        if there is none older than ``now``."""
+        followed = self._nodes.get(name)
+        if followed is None or followed.node != id(node) or not followed.samples:
             return None
-        return node.grants - oldest
+        oldest_at, oldest = followed.samples[0]
+        return None if oldest_at >= now else max(0, node.grants - oldest)
 
     def sample(self, engine: Engine, now: float, first: Iterable[str]) -> None:
         """Sample the nodes followed and the ``first`` names (the sampler's, once a
@@ -162,8 +168,18 @@ class NodeActivity:
         for key in keys:
             self._keys[key[-1]] = key
 
-    def in_order(self, names: Iterable[str]) -> list[str]:
-        """``names`` the busiest first as the latest views found them (a node no view
-        showed yet: as an idle one), then by name."""
-        idle: BusyKey = (0, 0, 0, "")
-        return sorted(names, key=lambda name: (*self._keys.get(name, idle)[:-1], name))
+    def in_order(self, names: Iterable[str], engine: Engine, now: float) -> list[str]:
+        """``names`` the busiest first as the latest views found them, then by name; a
+        node no view showed yet (or left out, past ``--dashboard-max-bytes``) by what
+        is known of it without reading it: its recent grants."""
+
+        def key(name: str) -> BusyKey:
+            known = self._keys.get(name)
+            node = engine.nodes.get(name)
+            if known is not None or node is None:
+                return known or (0, 0, 0, name)
+            at = node.granted_at
+            lately = at is not None and now - at <= GRANTS_WINDOW
+            return busy_key(name, 0, 0, 0, self._since_oldest(name, node, now), lately)
+
+        return sorted(names, key=key)
