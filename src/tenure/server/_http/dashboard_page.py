@@ -1,13 +1,14 @@
-"""The dashboard's page, with the first view in it, its script and style, and the view
+"""The dashboard's page, with the first view in it, its scripts and style, and the view
 as JSON for scripts (``/dashboard/api/board``).
 
 The page (``static/dashboard.html``) carries the view its viewer sees now, as the API
 answers it, in ``<script type="application/json" id="first-view">``: data, never run
 (the Content-Security-Policy allows no inline script, and none is needed), with
-``<``, ``>`` and ``&`` escaped so that no name can end the element. Its script is
-render-blocking (``blocking="render"``): it draws that view before the browser paints
-anything, so the first thing a page shows is the state, never an empty "connecting"
-page; its event stream then keeps it current. A viewer refused (no token, or its
+``<``, ``>`` and ``&`` escaped so that no name can end the element. Its scripts
+(``app.js``, and ``recipes.js``: the kind column) are render-blocking
+(``blocking="render"``): they draw that view before the browser paints anything, so
+the first thing a page shows is the state, never an empty "connecting" page; its
+event stream then keeps it current. A viewer refused (no token, or its
 address blocked: :meth:`~tenure.server._http.dashboard_views.Dashboard.viewer`) gets
 ``{"refused": STATUS, "answer": ...}`` instead, and the page opens on its login form
 (401) or says why (429).
@@ -32,6 +33,7 @@ FIRST_VIEW: Final = "{{first-view}}"
 
 #: The page's files besides the page itself: path -> (file in ``static/``, content type).
 STATIC: Final = {
+    "/dashboard/recipes.js": ("dashboard_recipes.js", "text/javascript"),
     "/dashboard/app.js": ("dashboard.js", "text/javascript"),
     "/dashboard/app.css": ("dashboard.css", "text/css"),
 }
@@ -66,7 +68,7 @@ async def page(request: web.Request) -> web.Response:
 
 
 async def static(request: web.Request) -> web.Response:
-    """The page's script and style."""
+    """The page's scripts and style."""
     name, content_type = STATIC[request.path]
     return web.Response(text=_static_text(name), content_type=content_type, headers=HEADERS)
 
