@@ -178,7 +178,9 @@ TIERS: Final[dict[str, tuple[str, ...]]] = {
     "tests/dflockd/test_codec.py": UNIT,
     "tests/ydb_face/test_units.py": UNIT,
     "tests/dashboard/test_board.py": UNIT,
+    "tests/dashboard/test_board_activity.py": UNIT,
     "tests/dashboard/test_dashboard_browser.py": ("browser", "service"),
+    "tests/dashboard/test_triage_browser.py": ("browser", "service"),
     "tests/bench/test_scale_report.py": UNIT,
     "tests/bench/test_targets.py": UNIT,
     "tests/bench/test_calls.py": UNIT,
@@ -237,6 +239,7 @@ TIERS: Final[dict[str, tuple[str, ...]]] = {
 ONE_WORKER: Final[dict[str, str]] = {
     "tests/test_conformance_kit.py": "a wheel built and installed in a fresh venv (10 s)",
     "tests/dashboard/test_dashboard_browser.py": "Chromium (2-3 s)",
+    "tests/dashboard/test_triage_browser.py": "Chromium (2-3 s)",
     "tests/lincheck/test_html_browser.py": "Chromium (2-3 s)",
     "tests/contrib/test_celery.py": "a tenure serve and two Celery workers, prefork and solo (2 s)",
     "tests/js_client/test_js_client.py": "npm ci and tsc of clients/js (5-10 s)",

@@ -1,15 +1,16 @@
-"""Make ``docs/dashboard.png``: the dashboard of a real server with a few holders.
+"""Make ``docs/dashboard.png``: the dashboard of a real server, as an operator meets it.
 
 Not part of the tests (they check the page; this only pictures it). Starts a
-``tenure serve --http-port`` in a temporary directory, has clients in this process
-hold a mutex with two waiters behind it, a counting semaphore and a mutex of another
-node, takes a few quick grants so that the rate shows, and photographs the page in
+``tenure serve --http-port`` in a temporary directory with a dozen nodes: on one
+(``billing``), clients in this process hold a mutex with two waiters behind it and a
+counting semaphore, and take quick grants so that the rates show; on another
+(``jobs``), a mutex is held by a process that is then killed (SIGKILL: its holder
+shows disconnected, with its recovery window's time left) and another by a live
+client; the other ten are idle, folded into one line. It photographs the page in
 Debian's headless chromium (Playwright, ``executable_path``; ``TENURE_CHROMIUM`` names
 another). Run: ``.venv/bin/python -m bench.tools.dashboard_screenshot [--out PATH]``.
 
-Internals: ``tenure._core.CreateSession`` and ``ClientIdentity``, sent raw (the
-tests' wire client) to leave a session whose client vanished, which no public call
-can do on purpose.
+The killed holder is ``tests/dashboard/holder.py``, the dashboard tests' own.
 """
 
 from __future__ import annotations
@@ -17,25 +18,30 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import json
 import os
+import subprocess
 import sys
 import tempfile
 import threading
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from tests.server.wire import Clients, ServerProcess, free_port
+from tests.server.wire import ServerProcess, free_port
 
 import tenure
-from tenure._core import CreateSession
-from tenure._core.values import ClientIdentity
 
 REPO = Path(__file__).resolve().parents[2]
 CHROMIUM = os.environ.get("TENURE_CHROMIUM", "/usr/bin/chromium")
 #: The scene is kept up at most this long, in seconds, whatever happens.
 SCENE_SECONDS = 60.0
+#: The nodes where nothing happens (a fleet's usual many), folded on the page.
+IDLE_NODES = (
+    "analytics", "auth", "catalog", "checkout", "email",
+    "inventory", "ledger", "media", "search", "shipping",
+)  # fmt: skip
 
 
 @contextlib.asynccontextmanager
@@ -71,21 +77,45 @@ async def scene(port: int, ready: threading.Event, done: threading.Event) -> Non
             await stack.enter_async_context(session.semaphore("db-pool").acquire(count=count))
         jobs = await stack.enter_async_context(holder(url, "jobs", "reindex search", "indexer"))
         await stack.enter_async_context(jobs.mutex("reindex"))
-        # A session whose client vanished (its connection dropped): it shows when the
-        # server will end it unless the client comes back.
-        crashed = Clients()
-        wire = await crashed.connect(port)
-        who = ClientIdentity("batch-7", 31337, "cron-import")
-        await wire.call(CreateSession("jobs", b"key", 45.0, "import that crashed", who))
-        await crashed.close_all()
+        async with tenure.connect(url) as admin:
+            for node in IDLE_NODES:
+                await admin.create_node(node, exist_ok=True)
+        # A connected client that holds nothing: its node is idle all the same.
+        await stack.enter_async_context(holder(url, "search", "query router", "router"))
         for _ in range(40):  # some grants, for the rate
-            async with jobs.mutex("heartbeat"):
+            async with export.mutex("heartbeat"):
                 await asyncio.sleep(0.05)
         ready.set()
         loop = asyncio.get_running_loop()
         await asyncio.wait_for(loop.run_in_executor(None, done.wait, SCENE_SECONDS), None)
         for task in waiting:
             task.cancel()
+
+
+@contextlib.contextmanager
+def killed_holder(port: int) -> Iterator[None]:
+    """A process that takes the mutex ``nightly-import`` of node ``jobs`` (a recovery
+    window of 90 s) and is then killed: the server keeps its session and hold."""
+    env = {**os.environ, "TENURE_TEST_RECOVERY_WINDOW": "90"}
+    args = [f"tenure://127.0.0.1:{port}", "jobs", "nightly-import", "import 2026-11-22", "cron"]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tests.dashboard.holder", *args],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        cwd=REPO,
+        env=env,
+        text=True,
+    )
+    try:
+        assert proc.stdout is not None
+        json.loads(proc.stdout.readline())  # it holds
+        proc.kill()
+        proc.wait(SCENE_SECONDS)
+        yield
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait(SCENE_SECONDS)
 
 
 def main() -> int:
@@ -109,11 +139,14 @@ def main() -> int:
             try:
                 if not ready.wait(SCENE_SECONDS):
                     raise SystemExit("the scene was not set in time")
-                with sync_playwright() as playwright:
+                with killed_holder(port), sync_playwright() as playwright:
                     browser = playwright.chromium.launch(executable_path=CHROMIUM)
-                    page = browser.new_page(viewport={"width": 1400, "height": 760})
+                    page = browser.new_page(viewport={"width": 1400, "height": 800})
                     page.goto(f"http://127.0.0.1:{http}/")
                     page.wait_for_selector('tr.semaphore[data-name="billing-export"] li.waiter')
+                    page.wait_for_selector(
+                        'tr.semaphore[data-name="nightly-import"] .owner .disconnected'
+                    )
                     page.wait_for_timeout(2500)  # "held for" ticks; the rate settles
                     page.screenshot(path=str(args.out), full_page=True)
                     browser.close()

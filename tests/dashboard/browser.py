@@ -16,13 +16,16 @@ import sys
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Any
 
 import pytest
 
 from tenure.testing.conformance.harness import in_ci
-from tests.server.wire import WAIT
+from tests.server.wire import WAIT, ServerProcess, free_port
+
+from .holder import RECOVERY_WINDOW
 
 #: The browser: Debian's chromium, or another Chromium named by TENURE_CHROMIUM.
 CHROMIUM = os.environ.get("TENURE_CHROMIUM", "/usr/bin/chromium")
@@ -63,14 +66,20 @@ class Holder:
         *,
         queued: bool = False,
         leader_data: str | None = None,
+        recovery_window: float | None = None,
     ) -> None:
         """Start it; unless ``queued`` (it waits behind another holder), until it holds.
-        With ``leader_data`` it leads the election ``name`` instead, with that data."""
+        With ``leader_data`` it leads the election ``name`` instead, with that data;
+        with ``recovery_window``, its session has that window."""
         args = [url, node, name, description, client]
         if leader_data is not None:
             args.append(leader_data)
+        env = dict(os.environ)
+        if recovery_window is not None:
+            env[RECOVERY_WINDOW] = str(recovery_window)
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "tests.dashboard.holder", *args],
+            env=env,
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
@@ -113,6 +122,28 @@ class Holder:
         for stream in (self.proc.stdin, self.proc.stdout, self.proc.stderr):
             if stream is not None:
                 stream.close()
+
+
+class Served:
+    """A server with its HTTP endpoint: ``url`` for clients, ``http`` the page's port."""
+
+    def __init__(self, server: ServerProcess, http: int) -> None:
+        self.server = server
+        self.http = http
+        self.url = f"tenure://127.0.0.1:{server.port}"
+
+    @property
+    def page_url(self) -> str:
+        """The dashboard."""
+        return f"http://127.0.0.1:{self.http}/"
+
+
+def serve(tmp_path: Path, *extra: str) -> Iterator[Served]:
+    """A ``tenure serve --http-port`` for one test (``--dashboard-rate 10``); killed after it."""
+    http = free_port()
+    args = ("--fsync", "off", "--http-port", str(http), "--dashboard-rate", "10", *extra)
+    with ServerProcess(tmp_path / "data", *args) as server:
+        yield Served(server, http)
 
 
 def post(port: int, path: str, body: object, token: str | None = None) -> tuple[int, Any]:

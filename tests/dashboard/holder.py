@@ -1,9 +1,10 @@
 """A tiny tenure client for the dashboard tests, run as a process of its own.
 
 ``python -m tests.dashboard.holder URL NODE MUTEX DESCRIPTION CLIENT_NAME [DATA]`` opens
-a session with DESCRIPTION (connecting with CLIENT_NAME), takes the mutex (with DATA:
-leads the election MUTEX with DATA as the leader's data), and prints one JSON line:
-its token, session id, host and pid. Each line read from stdin is a
+a session with DESCRIPTION (connecting with CLIENT_NAME; its recovery window
+``TENURE_TEST_RECOVERY_WINDOW`` seconds if set, else the client's default), takes
+the mutex (with DATA: leads the election MUTEX with DATA as the leader's data), and
+prints one JSON line: its token, session id, host and pid. Each line read from stdin is a
 step: the first releases the mutex (``{"released": true}``), the second ends the
 process. A lost session (an operator ended it) prints ``{"lost": ..., "message": ...}``
 and ends it. Nothing waits longer than :data:`LIFETIME` seconds.
@@ -22,6 +23,8 @@ from tenure.errors import LostError
 
 #: The process gives up (exit status 3) after this many seconds whatever happens.
 LIFETIME = 60.0
+#: The environment variable that sets its session's recovery window, in seconds.
+RECOVERY_WINDOW = "TENURE_TEST_RECOVERY_WINDOW"
 
 
 def say(**fields: object) -> None:
@@ -39,7 +42,11 @@ async def hold(
     await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(steps), sys.stdin)
     async with tenure.connect(url, client_name=client_name) as client:
         await client.create_node(node, exist_ok=True)
-        async with client.session(node, description=description) as session:
+        window = os.environ.get(RECOVERY_WINDOW)
+        recovery_window = float(window) if window else None
+        async with client.session(
+            node, description=description, recovery_window=recovery_window
+        ) as session:
             try:
                 held = (
                     session.mutex(name)

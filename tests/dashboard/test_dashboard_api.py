@@ -239,6 +239,10 @@ async def test_the_page_forbids_inline_script_and_streams_end_when_the_server_st
                 assert script.status == 200
                 assert "textContent" in await script.text()
                 assert "innerHTML" not in await script.text()
+            async with client.get(f"{base}/dashboard/recipes.js") as script:
+                assert script.status == 200
+                assert "function kindCell" in await script.text()
+                assert "innerHTML" not in await script.text()
             async with client.get(f"{base}/dashboard/api/events") as stream:
                 assert (await stream.content.readline()).startswith(b"retry: ")
                 assert served.server.signal(signal.SIGTERM) == 0  # within WAIT

@@ -21,9 +21,8 @@ import tenure
 import tenure.sync
 from tests.cluster.harness import TenureCluster
 from tests.etcd.cluster import EtcdCluster
-from tests.server.wire import ServerProcess, free_port
 
-from .browser import Holder, get, post, wait_until
+from .browser import Holder, Served, get, post, serve, wait_until
 
 if TYPE_CHECKING:
     from playwright.sync_api import Page
@@ -44,28 +43,6 @@ name = "operator"
 secret = "{OPERATOR}"
 access = "read-write"
 """
-
-
-class Served:
-    """A server with its HTTP endpoint: ``url`` for clients, ``http`` the page's port."""
-
-    def __init__(self, server: ServerProcess, http: int) -> None:
-        self.server = server
-        self.http = http
-        self.url = f"tenure://127.0.0.1:{server.port}"
-
-    @property
-    def page_url(self) -> str:
-        """The dashboard."""
-        return f"http://127.0.0.1:{self.http}/"
-
-
-def serve(tmp_path: Path, *extra: str) -> Iterator[Served]:
-    """A ``tenure serve --http-port`` for one test; killed after it."""
-    http = free_port()
-    args = ("--fsync", "off", "--http-port", str(http), "--dashboard-rate", "10", *extra)
-    with ServerProcess(tmp_path / "data", *args) as server:
-        yield Served(server, http)
 
 
 @pytest.fixture

@@ -58,6 +58,12 @@ class Node:
     #: counts there from :meth:`~tenure._core.state.EngineState.add_node` on, with its
     #: annex's bytes.
     usage: Usage | None = None
+    #: Grants made on it (fencing tokens given: holds and claims) since this engine
+    #: made or loaded it, and when the latest was (engine time; None: none yet). Not
+    #: state (a snapshot keeps neither, a replay counts again): what the dashboard
+    #: reads a node's recent grants from.
+    grants: int = 0
+    granted_at: float | None = None
 
     def add_semaphore(self, sem: Semaphore) -> Semaphore:
         """Keep ``sem`` (a new name) on the node, and its name in the index; it counts

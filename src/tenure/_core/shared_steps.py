@@ -68,6 +68,8 @@ def grant(
     # A time equal to the engine's shares its float: a burst of grants in one
     # instant (a server's clock moves in steps) then costs no float object each.
     since = state.now if now == state.now else now
+    node.grants += 1
+    node.granted_at = since
     session = state.sessions[session_id]
     # The session's own id object, not the command's: a decoded request brings a
     # new int each time (above 256), which a hold would otherwise keep (32 bytes).

@@ -227,6 +227,8 @@ def resume(engine: Engine, now: float) -> None:
         session.created_at += shift
         deadlines.schedule(session.expires_at, SessionDeadline(session.session_id))
     for node in engine.nodes.values():
+        if node.granted_at is not None:  # (a replay's grants: the clock moves under them)
+            node.granted_at += shift
         for name, timer in node.claims.items():
             timer.least_until += shift
             timer.ends_at += shift

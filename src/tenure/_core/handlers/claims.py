@@ -87,6 +87,8 @@ def claim_name(state: EngineState, cmd: c.ClaimName, now: float) -> ClaimRecord:
         state.check_made(usage, Q_SEMAPHORES, text_bytes(name) + len(stored))
     # Validated: from here on the command succeeds (rule 1).
     state.last_token += 1
+    node.grants += 1
+    node.granted_at = now
     if sem is None:
         sem = node.add_semaphore(Semaphore(name, 1, stored, ephemeral=False, usage=usage))
         change = EXISTENCE

@@ -102,7 +102,7 @@ HTTP_SETTINGS: Final = (
         int,
         50,
         "N",
-        "dashboard: nodes shown, the first N by name (default: %(default)s)",
+        "dashboard: nodes shown, the first N by name, the busiest first (default: %(default)s)",
         in_range(1, 10_000),
     ),
     Setting(

@@ -61,13 +61,17 @@ and the page works out "held for" and "expires in" from its own clock.
 from __future__ import annotations
 
 import asyncio
-import json
 from collections.abc import Callable, Generator, Iterable
-from dataclasses import dataclass
 from typing import Final
 
 from tenure._core import Engine
-from tenure.server._config.serve_config import ServeConfig
+from tenure.server._http.board_activity import (
+    GRANTS_WINDOW,
+    BusyKey,
+    NodeActivity,
+    activity_entry,
+    busy_key,
+)
 from tenure.server._http.board_entries import (
     Json,
     deadlocks_entry,
@@ -82,6 +86,14 @@ from tenure.server._http.board_rates import (
     RATE_WINDOW,
     RateMeter,
     counters,
+)
+from tenure.server._http.board_work import (
+    BYTES_PER_ITEM,
+    DEFAULT_MAX_BYTES,
+    DEFAULT_MAX_SCAN,
+    BoardLimits,
+    BoardWork,
+    Slices,
 )
 from tenure.server._http.shown import (
     DEFAULT_MAX_DATA_CHARS,
@@ -112,65 +124,12 @@ __all__ = [
     "shown_view",
 ]
 
+#: What a node's counts of activity are taken to be until they are counted (the most
+#: digits any may have), so that its entry's bytes are never counted short.
+_MOST: Final = 999_999_999_999
 #: Owners and waiters of one semaphore read at most to tell its recipe: a view does
 #: not walk a queue of 10,000 (``max_waiters``) for each semaphore it shows.
 KIND_SCAN: Final = 1000
-#: Holders read to tell recipes, in all, by one view by default (``--dashboard-max-scan``).
-DEFAULT_MAX_SCAN: Final = 10_000
-#: A view's most bytes of JSON by default (``--dashboard-max-bytes``): about 5 ms to
-#: encode, pure build, and a page that a browser still renders at once.
-DEFAULT_MAX_BYTES: Final = 512 * 1024
-#: Bytes kept aside from ``max_bytes`` for what holds the entries (``{"nodes":[...``).
-_FRAME: Final = 128
-#: Bytes of a view's JSON that count as one item of work (to make, escape and
-#: measure them: about as long as reading a holder, pure build).
-BYTES_PER_ITEM: Final = 512
-
-
-@dataclass(frozen=True, slots=True)
-class BoardLimits:
-    """How much of the engine one view shows (the ``--dashboard-max-*`` settings)."""
-
-    max_nodes: int = 50
-    max_semaphores: int = 100
-    max_sessions: int = 100
-    max_holders: int = 20
-    #: Characters of each owner's and waiter's data shown (before escaping); the
-    #: rest is cut, and ``data_truncated`` says so.
-    max_data_chars: int = DEFAULT_MAX_DATA_CHARS
-    #: Holders read to tell recipes, in all (module docstring).
-    max_scan: int = DEFAULT_MAX_SCAN
-    #: The view's most bytes of JSON (module docstring).
-    max_bytes: int = DEFAULT_MAX_BYTES
-
-    @classmethod
-    def of(cls, config: ServeConfig) -> BoardLimits:
-        """The limits ``config`` sets."""
-        return cls(
-            max_nodes=config.dashboard_max_nodes,
-            max_semaphores=config.dashboard_max_semaphores,
-            max_sessions=config.dashboard_max_sessions,
-            max_holders=config.dashboard_max_holders,
-            max_scan=config.dashboard_max_scan,
-            max_bytes=config.dashboard_max_bytes,
-        )
-
-
-@dataclass(slots=True)
-class BoardWork:
-    """What building one view did (module docstring), counted as it goes."""
-
-    #: Holders read to tell recipes.
-    scanned: int = 0
-    #: Items of work in all, in the largest slice, and of the largest entry.
-    items: int = 0
-    most_in_a_slice: int = 0
-    largest_entry: int = 0
-    #: Slices the view was built in (the loop served others between two).
-    slices: int = 1
-    #: Bytes of JSON of the entries kept; whether one was left out for ``max_bytes``.
-    bytes: int = 0
-    cut: bool = False
 
 
 def board(
@@ -183,6 +142,7 @@ def board(
     may_kill: Callable[[str], bool],
     prefixes: Iterable[str] | None = ("",),
     work: BoardWork | None = None,
+    activity: NodeActivity | None = None,
 ) -> Json:
     """The view of ``engine`` (module docstring), built in one go.
 
@@ -192,10 +152,21 @@ def board(
     ``prefixes``: what every node ``may_see`` lets through starts with (a token's
     :attr:`~tenure.server._net.auth.Token.prefixes`), the only ranges of the sorted
     node names read; None: the viewer sees every node, and the first are read alone.
-    ``work``: counted there, if given.
+    ``work``: counted there, if given. ``activity``: the dashboard's memory of its
+    nodes (:class:`~tenure.server._http.board_activity.NodeActivity`: their recent
+    grants, and the order the nodes are built in); without it, no node's grants are
+    known.
     """
     building = _build(
-        engine, now, shift, limits, may_see, may_kill, prefixes, None, work or BoardWork()
+        engine,
+        now,
+        shift,
+        limits,
+        (may_see, may_kill),
+        prefixes,
+        None,
+        work or BoardWork(),
+        activity,
     )
     while True:
         view = _slice(building)
@@ -214,11 +185,20 @@ async def board_in_slices(
     prefixes: Iterable[str] | None = ("",),
     budget: int,
     work: BoardWork | None = None,
+    activity: NodeActivity | None = None,
 ) -> Json:
     """:func:`board`, built ``budget`` items at a time, letting the loop serve others
     between (``asyncio.sleep(0)``: module docstring)."""
     building = _build(
-        engine, now, shift, limits, may_see, may_kill, prefixes, budget, work or BoardWork()
+        engine,
+        now,
+        shift,
+        limits,
+        (may_see, may_kill),
+        prefixes,
+        budget,
+        work or BoardWork(),
+        activity,
     )
     while True:
         view = _slice(building)
@@ -237,67 +217,35 @@ def _slice(building: Generator[None, None, Json]) -> Json | None:
     return None
 
 
-class _Slices:
-    """The work of one view: its items, the slice under way, the bytes left."""
-
-    def __init__(self, budget: int | None, work: BoardWork, max_bytes: int) -> None:
-        self.budget = budget
-        self.work = work
-        self.in_slice = 0
-        self.room = max_bytes - _FRAME
-
-    def spend(self, cost: int) -> None:
-        """``cost`` items done in this slice."""
-        self.in_slice += cost
-        self.work.items += cost
-        self.work.most_in_a_slice = max(self.work.most_in_a_slice, self.in_slice)
-
-    def over(self) -> bool:
-        """Whether the slice under way has done its budget: if so, the caller yields,
-        and a new slice begins."""
-        if self.budget is None or self.in_slice < self.budget:
-            return False
-        self.work.slices += 1
-        self.in_slice = 0
-        return True
-
-    def keep(self, entry: Json, cost: int) -> bool:
-        """Whether ``entry``, made with ``cost`` items of work, fits in the bytes left
-        as JSON (its bytes are work too: one item per :data:`BYTES_PER_ITEM`); once
-        one does not, nothing more does (module docstring)."""
-        size = len(json.dumps(entry, separators=(",", ":"))) + 1  # (and a comma)
-        cost += size // BYTES_PER_ITEM
-        self.spend(cost)
-        self.work.largest_entry = max(self.work.largest_entry, cost)
-        if self.work.cut or size > self.room:
-            self.work.cut = True
-            return False
-        self.room -= size
-        self.work.bytes += size
-        return True
-
-
 def _build(
     engine: Engine,
     now: float,
     shift: float,
     limits: BoardLimits,
-    may_see: Callable[[str], bool],
-    may_kill: Callable[[str], bool],
+    rights: tuple[Callable[[str], bool], Callable[[str], bool]],
     prefixes: Iterable[str] | None,
     budget: int | None,
     work: BoardWork,
+    activity: NodeActivity | None,
 ) -> Generator[None, None, Json]:
     """The view (module docstring); it yields where a slice ends, always between two
-    entries: each entry looks up what it shows again, by name, when it begins."""
-    slices = _Slices(budget, work, limits.max_bytes)
+    entries: each entry looks up what it shows again, by name, when it begins.
+
+    The nodes are built the busiest first as the latest view found them (so that
+    ``max_bytes`` leaves out the idlest), and come in the order of their activity
+    now (:mod:`tenure.server._http.board_activity`)."""
+    may_see, may_kill = rights
+    slices = Slices(budget, work, limits.max_bytes)
     total, shown = yield from _shown_nodes(engine, limits, may_see, prefixes, slices)
+    if activity is not None:
+        shown = activity.in_order(shown, engine, now)
     # Semaphores still to show, for each one's fair share of the scan.
     planned = {
         name: min(len(engine.nodes[name].semaphores), limits.max_semaphores) for name in shown
     }
     left = sum(planned.values())
     nodes: list[Json] = []
+    keys: dict[str, BusyKey] = {}  # (each node's in the view, by its name)
     for name in shown:
         node = engine.nodes.get(name)
         if node is None:  # dropped since the view began
@@ -310,10 +258,19 @@ def _build(
         semaphores: list[Json] = []
         sessions: list[Json] = []
         deadlocks: list[Json] = []
+        grants = None if activity is None else activity.grants(name, node, now)
+        # (Counted as its semaphores and sessions are read; as long as it may be until
+        # then, so that its bytes are not counted short.)
+        granted_at = node.granted_at
+        lately = granted_at is not None and now - granted_at <= GRANTS_WINDOW
+        shown_at = None if granted_at is None else granted_at + shift
+        busy = activity_entry(_MOST, _MOST, _MOST, grants, shown_at, lately)
+        waiters = holds = disconnected = 0
         entry: Json = {
             "name": shown_text(name),
             "node": name,  # as requests name it (RAW_KEYS: never shown)
             "can_kill": may_kill(name),
+            "activity": busy,
             "semaphores_total": len(node.semaphores),
             "semaphores": semaphores,
             "sessions_total": len(node.sessions),
@@ -334,6 +291,8 @@ def _build(
             sem = node.semaphores.get(sem_name)
             if sem is None:
                 continue  # gone since the node was begun
+            holds += len(sem.owners)
+            waiters += len(sem.waiters)
             holding, waiting = scan_split(len(sem.owners), len(sem.waiters), scan)
             work.scanned += holding + waiting
             # A holder read or shown is an item, and kind_of's first owner and waiter.
@@ -354,6 +313,7 @@ def _build(
             session = engine.sessions.get(session_id)
             if session is None:
                 continue  # ended since the node was begun
+            disconnected += session.expires_at is not None
             entry = session_entry(session, now, shift)
             if not slices.keep(entry, session_cost(session)):
                 break
@@ -362,10 +322,15 @@ def _build(
             if work.cut or not slices.keep(broken, 1):
                 break
             deadlocks.append(broken)
+        busy.update(activity_entry(waiters, disconnected, holds, grants, shown_at, lately))
+        keys[name] = busy_key(name, waiters, disconnected, holds, grants, lately)
         if work.cut:
             break
         if slices.over():
             yield
+    nodes.sort(key=lambda entry: keys[str(entry["node"])])
+    if activity is not None:
+        activity.remember(keys.values())
     return {"nodes_total": total, "nodes": nodes, "cut": work.cut}
 
 
@@ -374,7 +339,7 @@ def _shown_nodes(
     limits: BoardLimits,
     may_see: Callable[[str], bool],
     prefixes: Iterable[str] | None,
-    slices: _Slices,
+    slices: Slices,
 ) -> Generator[None, None, tuple[int, list[str]]]:
     """(how many nodes the viewer may see, the first ``max_nodes`` of them by name).
 

@@ -159,6 +159,9 @@ def _holder(
         "count": 1 if kind == "mutex" else None if held.count == MAX_COUNT else held.count,
         "description": shown_text(session.description) if session is not None else "",
         "identity": _identity(session.identity if session is not None else None),
+        # None while a connection keeps its session; else its client is disconnected,
+        # and this is when the server will end the session (UNIX s) unless it returns.
+        "expires_at": _expires_at(session, shift),
         "since": held.since + shift,
         "data": data,
         "data_bytes": len(shown),
@@ -218,6 +221,14 @@ def deadlocks_entry(engine: Engine, node: str, shift: float) -> list[Json]:
         }
         for broken in reversed(engine.broken_deadlocks.get(node, ()))
     ]
+
+
+def _expires_at(session: Session | None, shift: float) -> float | None:
+    """When the server will end ``session``, whose connection is gone (UNIX seconds);
+    None while a connection keeps it."""
+    if session is None or session.expires_at is None:
+        return None
+    return session.expires_at + shift
 
 
 def _identity(identity: ClientIdentity | None) -> Json:

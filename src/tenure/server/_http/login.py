@@ -16,7 +16,8 @@ import logging
 from aiohttp import web
 
 from tenure.server._http import guessing
-from tenure.server._http.dashboard import DASHBOARD, error_response, json_body
+from tenure.server._http.dashboard_answers import error_response, json_body
+from tenure.server._http.dashboard_views import DASHBOARD
 from tenure.server._http.viewer import COOKIE, cookie_ticket
 
 __all__ = ["add_login_routes"]

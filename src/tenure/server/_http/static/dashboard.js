@@ -9,6 +9,7 @@ let source = null;
 let shownBoard = null; // the board last rendered, as JSON: redrawn only when it changed
 let shownCluster = null; // the cluster part last rendered, as JSON (likewise)
 let filterText = ""; // the name filter's text, lower case ("": every row)
+let idleOpen = false; // whether the idle nodes' line is unfolded (kept across redraws)
 
 function el(tag, attrs, ...children) {
   const node = document.createElement(tag);
@@ -80,6 +81,10 @@ function data(info) {
 // one there (``listed``), else here.
 function holder(info, isOwner, listed) {
   const parts = [el("span", { class: "desc who" }, info.description || "(no description)")];
+  // Its client's connection is gone: the server keeps the session, and so this hold
+  // or wait, until its recovery window ends, unless the client comes back.
+  const gone = info.expires_at !== null && info.expires_at !== undefined;
+  if (gone) parts.push(" ", disconnected(info.expires_at));
   if (!listed.has(info.session_id)) parts.push(" · ", el("span", { class: "identity who" }, identity(info.identity)));
   parts.push(" · session ", el("span", { class: "session-id" }, info.session_id));
   // A group's member: its id (and state, weight), its data its own, not its record.
@@ -97,108 +102,24 @@ function holder(info, isOwner, listed) {
   if (info.count === null) parts.push(" · count all");
   else if (info.count > 1) parts.push(" · count " + info.count);
   if (info.data_bytes > 0) parts.push(" · data ", data(info));
-  return el(isOwner ? "div" : "li", { class: isOwner ? "owner" : "waiter" }, ...parts);
+  const kind = isOwner ? "owner" : "waiter";
+  return el(isOwner ? "div" : "li", { class: gone ? kind + " gone" : kind }, ...parts);
+}
+
+// The mark of a session whose client is disconnected, and the time left of its window.
+function disconnected(expiresAt) {
+  return el("span", {
+    class: "disconnected",
+    title: "its client's connection is gone: the server ends the session, releasing its " +
+      "holds, when its recovery window ends, unless the client comes back",
+  }, "disconnected \u00b7 ends in ", age(expiresAt, "until"));
 }
 
 function more(shown, total, what) {
   return total > shown ? el("div", { class: "more" }, "showing " + shown + " of " + total + " " + what) : null;
 }
 
-const KINDS = {
-  mutex: ["mutex / election", "a mutex, or an election: its holder is the leader, the holder's " +
-    "data the leader's data and its token the leadership's term"],
-  ephemeral: ["semaphore, ephemeral", "gone once nobody holds or waits for it"],
-  semaphore: ["semaphore", "created, and deleted, by a client"],
-};
-
-// The recipes a semaphore's shape tells (the server's tenure._core.kinds: numbers
-// only, never data), as docs/recipes.md names them.
-const RECIPES = {
-  rwlock: ["readers-writer lock", "readers hold 1 token each, a writer all of them"],
-  rate_limiter: ["rate limiter", "GCRA: its data is 'limiter RATE BURST TAT'"],
-  barrier: ["barrier", "its data is 'ROUND LAST'; each arrival holds 1 token"],
-  counter: ["counter / latch", "a counter's value, or a latch's count left: stored alike"],
-  group: ["group", "its data is 'group'; each member holds 1 token, its owner data its record"],
-  claim: ["claim", "a name claimed once per slot: its data is the claim's record; the " +
-    "server deletes it when the claim ends"],
-};
-
-function num(value) {
-  return String(Math.round(value * 100) / 100);
-}
-
-function many(count, what) {
-  return count + " " + what + (count === 1 ? "" : "s");
-}
-
-// GCRA, as tenure._core.kinds.LimiterKind.level: units that may go now, or the
-// time until every reservation made has gone.
-function limiterText(recipe) {
-  const ahead = Math.max(0, recipe.tat - serverNow());
-  const available = Math.max(0, recipe.burst - recipe.rate * ahead);
-  const backlog = Math.max(0, ahead - recipe.burst / recipe.rate);
-  const level = backlog > 0 ? "backlog " + backlog.toFixed(1) + " s (none available)"
-    : num(available) + " available now";
-  return num(recipe.rate) + "/s, burst " + num(recipe.burst) + ", " + level;
-}
-
-// A claim, as tenure._core.kind_render.kind_text: its token, whether it was released, and
-// the time left until it ends (at its at_most, or after a release at the later of the
-// release and its at_least), by the server's clock.
-function claimText(recipe) {
-  const left = recipe.ends_at - serverNow();
-  const text = "token " + recipe.token + (recipe.released_at === null ? "" : ", released");
-  if (left <= 0) return text + ", ended";
-  const least = recipe.granted_at + recipe.at_least - serverNow();
-  return text + ", " + duration(left) + " left" +
-    (recipe.released_at === null && least > 0 ? " (at least " + duration(least) + ")" : "");
-}
-
-function recipeText(recipe) {
-  if (recipe.kind === "rwlock") {
-    const holding = recipe.readers ? [many(recipe.readers, "reader")] : [];
-    if (recipe.writer) holding.push("a writer");
-    const waiting = recipe.writers_waiting ? [many(recipe.writers_waiting, "writer")] : [];
-    if (recipe.readers_waiting) waiting.push(many(recipe.readers_waiting, "reader"));
-    return (holding.length ? holding.join(" and ") + " holding" : "nobody holding") +
-      (waiting.length ? ", " + waiting.join(" and ") + " waiting" : "");
-  }
-  if (recipe.kind === "rate_limiter") return limiterText(recipe);
-  if (recipe.kind === "barrier") {
-    return recipe.arrived + "/" + (recipe.parties === null ? "?" : recipe.parties) +
-      " arrived, " + many(recipe.rounds, "round") + " passed";
-  }
-  if (recipe.kind === "counter") return "value " + recipe.value;
-  if (recipe.kind === "group") {
-    const more = recipe.members > recipe.ids.length ? ", " + (recipe.members - recipe.ids.length) + " more" : "";
-    return recipe.members + " of at most " + recipe.max_members + " members" +
-      (recipe.ids.length ? ": " + recipe.ids.join(", ") + more : "") +
-      (recipe.partition_members ? ", " + recipe.partition_members + " in its partition" : "") +
-      (recipe.joining ? ", " + recipe.joining + " joining" : "");
-  }
-  if (recipe.kind === "claim") return claimText(recipe);
-  return "";
-}
-
-// The kind cell: the recipe and its facts when the shape tells one, else the
-// semaphore's kind.
-function kindCell(sem) {
-  const recipe = sem.recipe;
-  const named = recipe && RECIPES[recipe.kind];
-  if (!named) {
-    const [kindText, kindTitle] = KINDS[sem.kind] || [sem.kind, ""];
-    return el("td", {}, el("span", { class: "kind", title: kindTitle }, kindText));
-  }
-  const among = "among the first " + recipe.scanned + " of " + (sem.owners_total + sem.waiters_total);
-  const facts = recipeText(recipe) + (recipe.counted_all ? "" : " (" + among + " holders and waiters)");
-  const attrs = { class: "recipe", "data-kind": recipe.kind };
-  if (recipe.kind === "rate_limiter") {
-    Object.assign(attrs, { "data-rate": recipe.rate, "data-burst": recipe.burst, "data-tat": recipe.tat });
-  }
-  if (recipe.kind === "claim") attrs["data-claim"] = JSON.stringify(recipe);
-  return el("td", {}, el("span", { class: "kind", title: named[1] }, named[0]), el("div", attrs, facts));
-}
-
+// The kind column's cell: kindCell, in dashboard_recipes.js (recipes.js).
 function semaphoreRow(sem, listed) {
   const tokens = sem.kind === "mutex"
     ? el("span", { class: sem.held ? "held" : "free" }, sem.held ? "held" : "free")
@@ -217,14 +138,15 @@ function semaphoreRow(sem, listed) {
 function sessionRow(node, session) {
   const expires = session.expires_at === null
     ? el("span", { class: "muted" }, "connected")
-    : el("span", { class: "held" }, "in ", age(session.expires_at, "until"));
+    : disconnected(session.expires_at);
   const actions = el("td", {});
   if (node.can_kill) {
     const button = el("button", { type: "button", class: "kill" }, "end session");
     button.addEventListener("click", () => endSession(node.node, session.session_id));
     actions.append(button);
   }
-  return el("tr", { class: "session", "data-session-id": session.session_id },
+  const gone = session.expires_at === null ? "session" : "session gone";
+  return el("tr", { class: gone, "data-session-id": session.session_id },
     el("td", { class: "num" }, session.session_id),
     el("td", { class: "desc who" }, session.description || "(no description)"),
     el("td", { class: "identity who" }, identity(session.identity)),
@@ -252,14 +174,44 @@ function nodeSection(node) {
     : el("p", { class: "muted" }, "no semaphores");
   const sessions = node.sessions.length
     ? el("table", { class: "sessions" },
-      el("thead", {}, head("id", "description", "client", "window", "expires", "holds", "waits", "")),
+      el("thead", {}, head("id", "description", "client", "window", "connection", "holds", "waits", "")),
       el("tbody", {}, ...node.sessions.map((s) => sessionRow(node, s))))
     : el("p", { class: "muted" }, "no sessions");
-  const parts = [el("h2", { class: "who" }, node.name),
+  const parts = [el("div", { class: "node-head" }, el("h2", { class: "who" }, node.name), activityLine(node)),
     el("h3", {}, "Semaphores"), semaphores, more(node.semaphores.length, node.semaphores_total, "semaphores"),
     el("h3", {}, "Sessions"), sessions, more(node.sessions.length, node.sessions_total, "sessions")];
   if (node.deadlocks && node.deadlocks.length) parts.push(...deadlocksPart(node.deadlocks));
-  return el("section", { class: "node", "data-node": node.name }, ...parts);
+  const contended = node.activity && node.activity.waiters ? " contended" : "";
+  return el("section", { class: "node" + contended, "data-node": node.name }, ...parts);
+}
+
+// How busy a node is (the server's view orders the nodes by it: the most waiters, then
+// the most disconnected sessions, then the most holds and grants, then by name).
+function activityLine(node) {
+  const a = node.activity;
+  const facts = [];
+  if (a.waiters) facts.push(el("span", { class: "fact waiting" }, a.waiters + " waiting"));
+  if (a.disconnected) facts.push(el("span", { class: "fact disconnected" }, a.disconnected + " disconnected"));
+  if (a.holds) facts.push(el("span", { class: "fact" }, many(a.holds, "hold")));
+  if (a.grants) facts.push(el("span", { class: "fact" }, many(a.grants, "grant") + " in the last minute"));
+  else if (!a.idle && a.granted_at !== null) facts.push(el("span", { class: "fact" }, "granted ", age(a.granted_at, "since"), " ago"));
+  if (!facts.length) facts.push(el("span", { class: "fact muted" }, "idle"));
+  return el("span", { class: "activity" }, ...facts);
+}
+
+// The idle nodes (nothing held, waited for or granted lately, no client disconnected):
+// one line of their names, unfolded on a click into their full sections.
+function idleNodes(nodes) {
+  const names = nodes.map((node) => el("span", { class: "idle-name who", title: many(node.semaphores_total, "semaphore") +
+    ", " + many(node.sessions_total, "session") }, node.name));
+  const list = [];
+  names.forEach((name, i) => list.push(...(i ? [", ", name] : [name])));
+  const summary = el("summary", {}, el("b", {}, many(nodes.length, "idle node")), " ",
+    el("span", { class: "idle-names" }, ...list));
+  const details = el("details", { id: "idle-nodes", class: "idle" }, summary, ...nodes.map(nodeSection));
+  details.open = idleOpen;
+  details.addEventListener("toggle", () => { idleOpen = details.open; });
+  return details;
 }
 
 // The deadlocks the server broke on the node lately, newest first: each an acquire it
@@ -353,7 +305,10 @@ function render(message) {
     return;
   }
   document.getElementById("node-count").textContent = view.board.nodes_total;
-  const sections = view.board.nodes.map(nodeSection);
+  // In the server's order, the busiest first; the idle ones folded into one line.
+  const sections = view.board.nodes.filter((node) => !node.activity.idle).map(nodeSection);
+  const idle = view.board.nodes.filter((node) => node.activity.idle);
+  if (idle.length) sections.push(idleNodes(idle));
   if (!sections.length) sections.push(el("p", { class: "muted" }, "no nodes"));
   const rest = more(view.board.nodes.length, view.board.nodes_total, "nodes");
   // The view reached --dashboard-max-bytes: what follows was left out (the totals say how much).
@@ -429,25 +384,46 @@ async function endSession(node, sessionId) {
 }
 
 // Before a login the header has nothing to say of a server it may not see: its
-// state ("connecting", which it is not), rates, counts and live mark are hidden.
+// state, rates, counts and live mark are hidden.
 function showLogin(show) {
   document.getElementById("login").hidden = !show;
   document.getElementById("board").hidden = show;
   for (const part of document.querySelectorAll("header .status")) part.hidden = show;
 }
 
-async function start() {
+// The view the page came with (dashboard_page.py): drawn before the first paint, so
+// that a page never shows an empty one while its data is known; undefined if absent.
+function firstView() {
+  const carried = document.getElementById("first-view");
+  try {
+    return JSON.parse(carried.textContent);
+  } catch {
+    return undefined;
+  } finally {
+    carried.remove(); // (read once: a login starts afresh)
+  }
+}
+
+// Show ``first`` (a view, or {refused: STATUS, answer}), or else the one the API
+// answers now; then follow the event stream.
+async function start(first) {
   if (source) source.close();
   source = null;
   shownBoard = null;
   shownCluster = null;
-  const response = await fetch(API + "/board", { credentials: "same-origin" });
-  if (response.status === 401) {
+  let message = first;
+  if (message === undefined) {
+    const response = await fetch(API + "/board", { credentials: "same-origin" });
+    const answer = await response.json().catch(() => ({}));
+    message = response.ok ? answer : { refused: response.status, answer };
+  }
+  if (message.refused === 401) {
     showLogin(true);
     return;
   }
   showLogin(false);
-  if (response.ok) render(await response.json());
+  if (message.refused) notice("refused (" + message.refused + "): " + (message.answer.error || "no reason given"));
+  else render(message);
   source = new EventSource(API + "/events");
   const live = document.getElementById("live");
   source.onopen = () => live.classList.add("on");
@@ -472,4 +448,4 @@ document.getElementById("filter").addEventListener("input", (event) => {
   applyFilter();
 });
 setInterval(tickAges, 1000);
-start();
+start(firstView());
