@@ -15,6 +15,7 @@ import { BUSY, GRANTED, readAcquireResult, readNil, readSessionInfo, readSession
 import {
   AcquireCancelledError,
   DisconnectedError,
+  InvalidArgumentError,
   ErrorCode,
   LeaseLostError,
   LostError,
@@ -34,6 +35,8 @@ import { RWLock } from "./rwlock.js";
 import { claimName, type Claim } from "./claim.js";
 import { holdKey, settle } from "./settle.js";
 import { formatTicket, parseTicket } from "./ticket.js";
+import { checkHandoff, parseHandoff } from "./handoff.js";
+import { adoptHold, offerHold } from "./handoff_calls.js";
 
 /** What `client.session(node, options)` takes. */
 export interface SessionOptions {
@@ -69,6 +72,9 @@ export interface WatchHandler {
   end(error: Error): void;
 }
 
+/** The greatest hold number (docs/protocol.md 6: `hold` is 0 to 2^32−1). */
+export const MAX_HOLD = 2 ** 32 - 1;
+
 /** The longest `close()` waits for the server's answer, ms. */
 export const CLOSE_WAIT = 5_000;
 
@@ -96,6 +102,8 @@ export class Session implements LinkSession, LeaseKeeper, AsyncDisposable {
   private readonly leases = new Map<string, Lease>();
   private readonly waiters = new Map<number, Waiter>();
   private readonly watches = new Map<number, WatchHandler>();
+  /** Hold numbers taken by an adoption in flight (no acquire may pick them). */
+  private readonly adopting = new Map<string, { readonly name: string; readonly hold: number }>();
   private nextRequestId = 0;
   private attached: Promise<Connection>;
   private settle: ((connection: Connection) => void) | null = null;
@@ -182,12 +190,14 @@ export class Session implements LinkSession, LeaseKeeper, AsyncDisposable {
     kind?: LeaseKind;
     /** The grant's lease TTL, ms: it ends unless renewed within it (null: as long as the session). */
     leaseTtlMs?: number | null | undefined;
+    /** The hold number to ask under (default: the lowest free one); see `holdFor`. */
+    hold?: number | undefined;
   }): Promise<Lease | null> {
     this.throwIfEnded();
     a.signal?.throwIfAborted();
+    const hold = this.holdFor(a.name, a.hold);
     this.nextRequestId += 1;
     const requestId = this.nextRequestId;
-    const hold = this.freeHold(a.name);
     const deadline = a.timeoutMs === null ? null : Date.now() + a.timeoutMs;
     return new Promise<Lease | null>((resolve, reject) => {
       const onAbort = (): void => {
@@ -301,6 +311,53 @@ export class Session implements LinkSession, LeaseKeeper, AsyncDisposable {
       }
       throw lost;
     }
+  }
+
+  /** @internal LeaseKeeper: offer a held grant for adoption; the hand-off string. */
+  async offerHold(name: string, hold: number, token: bigint, secret: Uint8Array): Promise<string> {
+    this.throwIfEnded();
+    if (this.leases.get(holdKey(name, hold))?.token !== token) {
+      throw new LeaseLostError(`the lease on ${name} (token ${token}) is not held`);
+    }
+    return offerHold(this, name, hold, secret);
+  }
+
+  /**
+   * Take over the hold another session offered with `lease.handoff()` (this client's
+   * or Python's), from any process: in one step the offering lease ends (lost) and this
+   * session holds the same count and owner data under a new fencing token, greater
+   * than every earlier one; its lease TTL, if any, restarts now. Adopts once, and only
+   * the latest string of a hold (docs/recipes.md, "Handing a lease to another process").
+   * `hold`: the hold number to take it as (default: the lowest free one).
+   *
+   * An `InvalidArgumentError` for a string that is not a hand-off (garbled, cut short)
+   * or one of another node, before anything is sent; a `LeaseLostError` when the hold
+   * cannot be adopted (it ended, was adopted already or offered again, or this is not
+   * its hand-off: one error for every case); a `DisconnectedError` (an
+   * `UnavailableError`) when the answer was lost; `UnsupportedError` from a server
+   * older than protocol version 7.
+   */
+  async adopt(text: string, options: { hold?: number } = {}): Promise<Lease> {
+    this.throwIfEnded();
+    const handoff = parseHandoff(text);
+    checkHandoff(handoff, "tenure", this.node);
+    const hold = this.holdFor(handoff.name, options.hold);
+    const key = holdKey(handoff.name, hold);
+    this.adopting.set(key, { name: handoff.name, hold });
+    try {
+      const adopted = await adoptHold(this, handoff, hold);
+      this.throwIfEnded();
+      const lease = new Lease(this, handoff.name, hold, adopted.token, adopted.count);
+      this.leases.set(key, lease);
+      return lease;
+    } finally {
+      this.adopting.delete(key);
+    }
+  }
+
+  /** The protocol version of this session's link. */
+  get protocolVersion(): number {
+    return this.link.protocolVersion;
   }
 
   /** @internal arm a watch's handler under `watchId`. */
@@ -447,10 +504,25 @@ export class Session implements LinkSession, LeaseKeeper, AsyncDisposable {
     return [...this.leases.values()];
   }
 
-  private freeHold(name: string): number {
+  /**
+   * The hold number an acquire or adoption of `name` asks under: `asked` if given (an
+   * integer 0 to 2^32−1 this session neither holds nor waits with: else an
+   * `InvalidArgumentError`, since the server would restate that hold instead), else the
+   * lowest free one. A session numbers its holds of one semaphore (docs/protocol.md 6,
+   * Acquire's `hold`); choosing them lets another process find a hold by its number.
+   */
+  holdFor(name: string, asked?: number): number {
     const taken = new Set<number>();
     for (const lease of this.leases.values()) if (lease.name === name) taken.add(lease.hold);
     for (const waiter of this.waiters.values()) if (waiter.name === name) taken.add(waiter.hold);
+    for (const place of this.adopting.values()) if (place.name === name) taken.add(place.hold);
+    if (asked !== undefined) {
+      if (!Number.isInteger(asked) || asked < 0 || asked > MAX_HOLD) {
+        throw new InvalidArgumentError(`hold must be an integer from 0 to ${MAX_HOLD}, got ${asked}`);
+      }
+      if (taken.has(asked)) throw new InvalidArgumentError(`this session holds or waits for ${name} as hold ${asked} already`);
+      return asked;
+    }
     let hold = 0;
     while (taken.has(hold)) hold += 1;
     return hold;
