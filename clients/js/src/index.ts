@@ -10,7 +10,8 @@
  * ```
  */
 export { Client, connect, type ConnectOptions } from "./client.js";
-export { MAX_HOLD, Session, type SessionOptions } from "./session.js";
+export { Session, type SessionOptions } from "./session.js";
+export { MAX_HOLD } from "./session_state.js";
 export { parseTicket } from "./ticket.js";
 export { formatHandoff, parseHandoff, type Handoff } from "./handoff.js";
 export { Mutex, Semaphore, SemaphoreWatch, type AcquireOptions, type WaitOptions, type WatchOptions } from "./semaphore.js";

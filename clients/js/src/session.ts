@@ -11,11 +11,10 @@ import { hostname } from "node:os";
 import { randomBytes } from "node:crypto";
 import type { Effect } from "./codec.js";
 import { commands } from "./commands.js";
-import { BUSY, GRANTED, readAcquireResult, readNil, readSessionInfo, readSessionState, type HeldGrant } from "./replies.js";
+import { BUSY, GRANTED, readAcquireResult, readNil, readSessionInfo, type HeldGrant } from "./replies.js";
 import {
   AcquireCancelledError,
   DisconnectedError,
-  InvalidArgumentError,
   ErrorCode,
   LeaseLostError,
   LostError,
@@ -37,6 +36,7 @@ import { holdKey, settle } from "./settle.js";
 import { formatTicket, parseTicket } from "./ticket.js";
 import { checkHandoff, parseHandoff } from "./handoff.js";
 import { adoptHold, offerHold } from "./handoff_calls.js";
+import { chooseHold, readState } from "./session_state.js";
 
 /** What `client.session(node, options)` takes. */
 export interface SessionOptions {
@@ -71,9 +71,6 @@ export interface WatchHandler {
   rearm(): void;
   end(error: Error): void;
 }
-
-/** The greatest hold number (docs/protocol.md 6: `hold` is 0 to 2^32−1). */
-export const MAX_HOLD = 2 ** 32 - 1;
 
 /** The longest `close()` waits for the server's answer, ms. */
 export const CLOSE_WAIT = 5_000;
@@ -433,16 +430,7 @@ export class Session implements LinkSession, LeaseKeeper, AsyncDisposable {
     try {
       this.seqNo += 1;
       readSessionInfo(await connection.request(commands.attachSession(this.sessionId, this.key, this.seqNo)));
-      const holds: HeldGrant[] = [];
-      const waits = new Set<number>();
-      const missed: Effect[] = [];
-      for (let after: string | null = ""; after !== null; ) {
-        const page = readSessionState(await connection.request(commands.describeSession(this.sessionId, after, 1000)));
-        holds.push(...page.holds);
-        for (const wait of page.waits) waits.add(wait.requestId);
-        missed.push(...page.missed);
-        after = page.nextAfter;
-      }
+      const { holds, waits, missed } = await readState((command) => connection.request(command), this.sessionId);
       this.reconcile(connection, holds, waits, missed);
     } catch (error) {
       if (error instanceof DisconnectedError) return; // the next connection tries again
@@ -490,12 +478,8 @@ export class Session implements LinkSession, LeaseKeeper, AsyncDisposable {
 
   /** @internal after a resume: the holds the session had are this process's now. */
   async adoptHolds(connection: Connection): Promise<void> {
-    for (let after: string | null = ""; after !== null; ) {
-      const page = readSessionState(await connection.request(commands.describeSession(this.sessionId, after, 1000)));
-      for (const grant of page.holds) {
-        this.leases.set(holdKey(grant.name, grant.hold), new Lease(this, grant.name, grant.hold, grant.token, grant.count));
-      }
-      after = page.nextAfter;
+    for (const grant of (await readState((command) => connection.request(command), this.sessionId)).holds) {
+      this.leases.set(holdKey(grant.name, grant.hold), new Lease(this, grant.name, grant.hold, grant.token, grant.count));
     }
   }
 
@@ -504,28 +488,13 @@ export class Session implements LinkSession, LeaseKeeper, AsyncDisposable {
     return [...this.leases.values()];
   }
 
-  /**
-   * The hold number an acquire or adoption of `name` asks under: `asked` if given (an
-   * integer 0 to 2^32−1 this session neither holds nor waits with: else an
-   * `InvalidArgumentError`, since the server would restate that hold instead), else the
-   * lowest free one. A session numbers its holds of one semaphore (docs/protocol.md 6,
-   * Acquire's `hold`); choosing them lets another process find a hold by its number.
-   */
+  /** The hold number an acquire or adoption of `name` asks under: `asked`, or the lowest free (`chooseHold`). */
   holdFor(name: string, asked?: number): number {
     const taken = new Set<number>();
     for (const lease of this.leases.values()) if (lease.name === name) taken.add(lease.hold);
     for (const waiter of this.waiters.values()) if (waiter.name === name) taken.add(waiter.hold);
     for (const place of this.adopting.values()) if (place.name === name) taken.add(place.hold);
-    if (asked !== undefined) {
-      if (!Number.isInteger(asked) || asked < 0 || asked > MAX_HOLD) {
-        throw new InvalidArgumentError(`hold must be an integer from 0 to ${MAX_HOLD}, got ${asked}`);
-      }
-      if (taken.has(asked)) throw new InvalidArgumentError(`this session holds or waits for ${name} as hold ${asked} already`);
-      return asked;
-    }
-    let hold = 0;
-    while (taken.has(hold)) hold += 1;
-    return hold;
+    return chooseHold(taken, name, asked);
   }
 
   private throwIfEnded(): void {
