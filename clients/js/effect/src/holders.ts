@@ -19,6 +19,7 @@ import {
   InvalidArgumentError,
   LeaseLostError,
   NotFoundError,
+  UnsupportedError,
   formatHandoff,
   type Lease,
   type Session,
@@ -162,7 +163,9 @@ export class Holders {
 
   /**
    * Offer the hold with its identifier's secret. A hold that ended meanwhile is
-   * forgotten; an offer whose answer was lost is made again at the next refresh.
+   * forgotten; an offer whose answer was lost is made again at the next refresh; a
+   * server older than protocol version 7 has no hand-offs (its holds are resumed by
+   * nobody else).
    */
   private async offer(key: string, holderId: string, held: Held): Promise<void> {
     try {
@@ -170,6 +173,7 @@ export class Holders {
       held.offered = true;
     } catch (error) {
       if (error instanceof LeaseLostError) this.forget(key, holderId, true);
+      else if (error instanceof UnsupportedError) held.offered = true;
       else if (!(error instanceof DisconnectedError)) throw error;
     }
   }
@@ -233,6 +237,7 @@ export class Holders {
         lease = await this.session.adopt(text, { hold: this.freeHold(name, holderId) });
       } catch (error) {
         if (error instanceof LeaseLostError) continue; // not this hold number, or not offered
+        if (error instanceof UnsupportedError) return false; // (a server older than version 7)
         throw error;
       }
       const kept = await this.keep(key, holderId, lease, permits);
