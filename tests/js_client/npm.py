@@ -38,7 +38,7 @@ EFFECT_DIR: Final = JS_DIR / "effect"
 PACKAGES: Final = (JS_DIR, EFFECT_DIR)
 #: Bounds of the npm steps (a first ``npm ci`` fetches from the registry).
 NPM_CI_S: Final = 300.0
-NPM_TEST_S: Final = 240.0
+NPM_TEST_S: Final = 480.0
 #: The stamp ``npm ci`` leaves in ``node_modules``: the digest of the files it read.
 STAMP: Final = ".tenure-npm-ci"
 #: The lock both test files take (one per checkout: its path's digest names it).

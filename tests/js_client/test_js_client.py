@@ -35,7 +35,7 @@ from tests.cluster.harness import TenureCluster
 from tests.etcd.cluster import EtcdCluster
 from tests.etcd.fixtures import require_etcd
 from tests.js_client.npm import EFFECT_DIR, JS_DIR, NPM_CI_S, NPM_TEST_S, env, packages_ready, run
-from tests.server.wire import ServerProcess
+from tests.js_client.serving import serving
 
 #: Bound of any one wait on the waiter's output.
 WAIT_S: Final = 20.0
@@ -113,7 +113,7 @@ async def test_a_python_holder_and_a_js_waiter_share_one_queue_and_one_token_seq
 ) -> None:
     """Python holds; a JS waiter queues, then a Python waiter: served in arrival order
     (JS, then Python), each token greater than the one before, one sequence."""
-    with ServerProcess(tmp_path / "data", "--fsync", "off") as server:
+    with serving(tmp_path / "data", "--fsync", "off") as server:
         url = f"tenure://127.0.0.1:{server.port}"
         async with tenure.connect(url) as client:
             await client.create_node("cross")
@@ -163,7 +163,7 @@ async def test_a_python_process_resumes_a_js_session_by_its_ticket(
 ) -> None:
     """A JS process holds a lock and exits without closing (as a crash would); Python
     resumes the session by the JS ticket: the same session, its hold, the same token."""
-    with ServerProcess(tmp_path / "data", "--fsync", "off") as server:
+    with serving(tmp_path / "data", "--fsync", "off") as server:
         url = f"tenure://127.0.0.1:{server.port}"
         async with tenure.connect(url) as client:
             await client.create_node("tickets")
@@ -301,7 +301,7 @@ async def test_a_hold_handed_off_by_python_is_adopted_by_js(
     """Python's ``lease.handoff()`` string, adopted by ``session.adopt(text)`` in a JS
     process: the Python lease ends lost, the JS lease holds the same count and data
     under a greater token; the Python waiter queued meanwhile keeps its place."""
-    with ServerProcess(tmp_path / "data", "--fsync", "off") as server:
+    with serving(tmp_path / "data", "--fsync", "off") as server:
         url = f"tenure://127.0.0.1:{server.port}"
         async with tenure.connect(url) as client:
             await client.create_node("handing")
@@ -337,7 +337,7 @@ async def test_a_hold_handed_off_by_js_is_adopted_by_python(
     """A JS ``lease.handoff()`` string, adopted by Python's ``session.adopt``: the JS
     lease's signal fires with a LeaseLostError, Python holds under a greater token;
     the string adopts once."""
-    with ServerProcess(tmp_path / "data", "--fsync", "off") as server:
+    with serving(tmp_path / "data", "--fsync", "off") as server:
         url = f"tenure://127.0.0.1:{server.port}"
         async with tenure.connect(url) as client:
             await client.create_node("handing")

@@ -26,7 +26,7 @@ import pytest
 
 from tests.docs.blocks import ROOT, Block, blocks
 from tests.js_client.npm import EFFECT_DIR, JS_DIR, NPM_CI_S, NPM_TEST_S, env, packages_ready, run
-from tests.server.wire import ServerProcess
+from tests.js_client.serving import serving
 
 #: The pages whose TypeScript blocks run here.
 PAGES: Final = (
@@ -125,7 +125,7 @@ def test_the_block_runs_as_written(app: Path, block: Block, tmp_path: Path) -> N
     assert ADDRESS in block.text, f"{block.name} names no {ADDRESS}"
     expected = PRINTS.findall(block.text)
     assert expected, f"{block.name} says nothing it prints"
-    with ServerProcess(tmp_path / "data", "--fsync", "off") as server:
+    with serving(tmp_path / "data", "--fsync", "off") as server:
         script = (app / f"{_stem(block)}.js").read_text()
         running = app / f"{_stem(block)}.run.js"  # in the app: its imports resolve there
         running.write_text(script.replace(ADDRESS, f"127.0.0.1:{server.port}"))

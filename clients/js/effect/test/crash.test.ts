@@ -46,7 +46,7 @@ async function crashedHolder(name: string, identifier: string, ttl: number): Pro
   }
 }
 
-test("resuming after a crash: the new process's acquiredExternally takes the dead one's permits, token greater", { timeout: 60_000 }, async () => {
+test("resuming after a crash: the new process's acquiredExternally takes the dead one's permits, token greater", { timeout: 240_000 }, async () => {
   const name = key("job");
   const lockIdentifier = "job-123-lock";
   const crashed = await crashedHolder(name, lockIdentifier, 60_000);
@@ -75,7 +75,7 @@ test("resuming after a crash: the new process's acquiredExternally takes the dea
   assert.equal(after, 0); // released at the end of the block
 });
 
-test("withPermits with acquiredExternally resumes too, and a resumed hold that crashes again is resumed again", { timeout: 60_000 }, async () => {
+test("withPermits with acquiredExternally resumes too, and a resumed hold that crashes again is resumed again", { timeout: 240_000 }, async () => {
   const name = key("twice");
   const identifier = "twice-lock";
   const first = await crashedHolder(name, identifier, 60_000);
@@ -98,7 +98,7 @@ test("withPermits with acquiredExternally resumes too, and a resumed hold that c
   assert.ok(third > secondToken, `${third} > ${secondToken}`);
 });
 
-test("a wrong identifier gets None; an expired lock gets None, and is re-acquired normally", { timeout: 60_000 }, async () => {
+test("a wrong identifier gets None; an expired lock gets None, and is re-acquired normally", { timeout: 240_000 }, async () => {
   const name = key("expired");
   const identifier = "short-lived";
   const crashed = await crashedHolder(name, identifier, 1_000);
@@ -118,7 +118,7 @@ test("a wrong identifier gets None; an expired lock gets None, and is re-acquire
   assert.ok(Option.isNone(resumed)); // its permits expired: nothing to resume
 });
 
-test("cross-process hand-off by identifier: B takes A's permits over, and A's keepalive fiber fails with LockLostError", { timeout: 60_000 }, async () => {
+test("cross-process hand-off by identifier: B takes A's permits over, and A's keepalive fiber fails with LockLostError", { timeout: 240_000 }, async () => {
   const name = key("handoff");
   const identifier = "worker-1-job-123";
   // (A short ttl: A's keepalive refreshes every second, and learns of its loss at the next.)

@@ -26,8 +26,11 @@ export function layerOf(client: Client, options: Omit<TenureBacking.TenureBackin
   return TenureBacking.layer(client, { node: NODE, keyPrefix: PREFIX, ...options });
 }
 
-/** Until `check()` is true: polled, failing after `limitMs` (a bound, not a measurement). */
-export async function until(check: () => Promise<boolean> | boolean, what: string, limitMs = 20_000): Promise<void> {
+/**
+ * Until `check()` is true: polled, failing after `limitMs` (a bound, not a
+ * measurement: a child node process took over 20 s to start on a machine under load).
+ */
+export async function until(check: () => Promise<boolean> | boolean, what: string, limitMs = 90_000): Promise<void> {
   const end = Date.now() + limitMs;
   while (!(await check())) {
     if (Date.now() > end) throw new Error(`never happened: ${what}`);

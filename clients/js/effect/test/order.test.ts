@@ -38,7 +38,7 @@ async function heldByH(name: string) {
 
 const NEVER_POLL = { limit: 1, acquireRetryPolicy: Schedule.spaced("1 hour") } as const;
 
-test("waiters in three processes are granted in arrival order, each keeping its place while it waits", { timeout: 120_000 }, async () => {
+test("waiters in three processes are granted in arrival order, each keeping its place while it waits", { timeout: 240_000 }, async () => {
   const name = key("processes");
   const lease = await heldByH(name);
   const children: Child[] = [];

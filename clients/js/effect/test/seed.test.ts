@@ -205,7 +205,7 @@ test("LockLostError: permits lost under the holder fail its keepalive fiber, and
   await remover.close();
 });
 
-test("SemaphoreBackingError (catchTag) once the retries are spent: a closed client, and a server gone", { timeout: 60_000 }, async () => {
+test("SemaphoreBackingError (catchTag) once the retries are spent: a closed client, and a server gone", { timeout: 240_000 }, async () => {
   const closed = await connect(server.url);
   const first = Effect.gen(function* () {
     const sem = yield* DistributedSemaphore.make(key("closed"), { limit: 1, backingFailureRetryPolicy: Schedule.recurs(2) });
