@@ -243,7 +243,7 @@ ONE_WORKER: Final[dict[str, str]] = {
     "tests/lincheck/test_html_browser.py": "Chromium (2-3 s)",
     "tests/contrib/test_celery.py": "a tenure serve and two Celery workers, prefork and solo (2 s)",
     "tests/js_client/test_js_client.py": "npm ci and tsc of clients/js (5-10 s)",
-    "tests/js_client/test_readme_blocks.py": "both packages packed, an app installed and compiled (1-3 min)",
+    "tests/js_client/test_readme_blocks.py": "both packages packed, an app installed (1-3 min)",
 }
 
 
