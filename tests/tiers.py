@@ -103,6 +103,9 @@ _SLOW: Final = (
     "tests/js_client/test_js_client.py::test_the_effect_backing_passes_the_seed_scenarios",
     "tests/js_client/test_js_client.py::test_a_python_holder_and_a_js_waiter_share_one_queue_and_one_token_sequence",
     "tests/js_client/test_js_client.py::test_a_js_lock_survives_the_leader_killed_and_tokens_never_go_back",
+    # Each README block: a tenure serve and a node process (5-9 s under load); the
+    # module's fixture packs, installs and compiles an app (a minute or more).
+    "tests/js_client/test_readme_blocks.py::test_the_block_runs_as_written",
 )
 
 #: Path (relative to the repository, or a test's ``path::name``) -> markers of the
@@ -243,6 +246,7 @@ ONE_WORKER: Final[dict[str, str]] = {
     "tests/lincheck/test_html_browser.py": "Chromium (2-3 s)",
     "tests/contrib/test_celery.py": "a tenure serve and two Celery workers, prefork and solo (2 s)",
     "tests/js_client/test_js_client.py": "npm ci and tsc of clients/js (5-10 s)",
+    "tests/js_client/test_readme_blocks.py": "both packages packed, an app installed (1-3 min)",
 }
 
 

@@ -6,10 +6,12 @@ registry, ``npm test`` compiles it with ``tsc --strict`` and runs node's test ru
 with this interpreter (``TENURE_PYTHON``); the same for ``clients/js/effect``
 (``tenure-effect-distributed-lock``: effect-distributed-lock over tenure).
 
-The cross-language test puts a Python holder and a JS waiter
-(``clients/js/test/cross_waiter.ts``) on one mutex. The failover test holds a lock
-from JS (``clients/js/test/cluster_holder.ts``) through a three-member cluster (over
-the run's etcd, leases of 2 s) whose leader is killed with SIGKILL.
+The cross-language tests put a Python holder and a JS waiter
+(``clients/js/test/cross_waiter.ts``) on one mutex, and hand a hold from Python to JS
+and from JS to Python (``clients/js/test/handoff_peer.ts``: the same ``h1.`` string).
+The failover test holds a lock from JS (``clients/js/test/cluster_holder.ts``)
+through a three-member cluster (over the run's etcd, leases of 2 s) whose leader is
+killed with SIGKILL. Installing and building both packages: ``npm.py``.
 
 Where node or npm is missing, or older than the package's ``engines.node``, the
 tests skip, saying so, on a developer's machine and *fail* under ``CI=true``
@@ -20,76 +22,31 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
-import shutil
 import subprocess
-import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Final
 
 import pytest
 
 import tenure
+from tenure.errors import LeaseLostError
 from tests.cluster.harness import TenureCluster
-from tests.etcd.cluster import EtcdCluster, etcd_binary
+from tests.etcd.cluster import EtcdCluster
 from tests.etcd.fixtures import require_etcd
-from tests.server.wire import ServerProcess
-from tests.servers import require
+from tests.js_client.npm import EFFECT_DIR, JS_DIR, NPM_CI_S, NPM_TEST_S, env, packages_ready, run
+from tests.js_client.serving import serving
 
-REPO: Final = Path(__file__).resolve().parents[2]
-JS_DIR: Final = REPO / "clients" / "js"
-#: The effect-distributed-lock backing, a package of its own over ``JS_DIR``'s.
-EFFECT_DIR: Final = JS_DIR / "effect"
-#: Bounds of the npm steps (a first `npm ci` fetches from the registry).
-NPM_CI_S: Final = 300.0
-NPM_TEST_S: Final = 240.0
 #: Bound of any one wait on the waiter's output.
 WAIT_S: Final = 20.0
 
 
-def _version(text: str) -> tuple[int, ...]:
-    return tuple(int(part) for part in text.strip().lstrip("v>= ").split("-")[0].split("."))
-
-
-def js_unavailable() -> str | None:
-    """Why ``npm ci``/``npm test`` cannot run here, or None."""
-    node, npm = shutil.which("node"), shutil.which("npm")
-    if node is None or npm is None:
-        return "node and npm are needed for clients/js (apt-get install nodejs npm)"
-    want: str = json.loads((JS_DIR / "package.json").read_text())["engines"]["node"]
-    have = subprocess.run([node, "--version"], capture_output=True, text=True, check=True).stdout
-    if _version(have) < _version(want):
-        return f"clients/js needs Node.js {want}; node here is {have.strip()}"
-    return None
-
-
-def _env() -> dict[str, str]:
-    """The JS tests' environment: this interpreter and this checkout's sources for
-    ``tenure serve``."""
-    path = os.pathsep.join(filter(None, [str(REPO / "src"), os.environ.get("PYTHONPATH")]))
-    etcd = etcd_binary()  # the JS cluster test's etcd: the one the suite runs
-    return {
-        **os.environ,
-        "TENURE_PYTHON": sys.executable,
-        "PYTHONPATH": path,
-        **({"TENURE_ETCD": etcd} if etcd else {}),
-    }
-
-
-def _run(args: list[str], limit: float, cwd: Path = JS_DIR) -> subprocess.CompletedProcess[str]:
-    done = subprocess.run(
-        args, cwd=cwd, env=_env(), capture_output=True, text=True, timeout=limit, check=False
-    )
-    assert done.returncode == 0, f"{args} exited {done.returncode}:\n{done.stdout}\n{done.stderr}"
-    return done
-
-
 @pytest.fixture(scope="module")
-def installed() -> None:
-    """``npm ci`` (the lock file's exact versions, from the registry), then the build."""
-    require(js_unavailable(), "node or npm")
-    _run(["npm", "ci", "--no-audit", "--no-fund", "--loglevel=error"], NPM_CI_S)
-    _run(["npm", "run", "build"], NPM_TEST_S)
+def installed() -> Iterator[None]:
+    """Both packages installed (``npm ci``: the lock files' exact versions, from the
+    registry) and built, and left so while this module's tests run (``npm.py``)."""
+    with packages_ready():
+        yield
 
 
 def _passed(done: subprocess.CompletedProcess[str], at_least: int) -> None:
@@ -115,15 +72,15 @@ def test_npm_test_passes(installed: None) -> None:
     """``npm test``: tsc --strict, then every node:test file, none failing or skipped
     (its cluster test needs etcd: skipped here without it, failed under ``CI=true``)."""
     require_etcd()
-    _passed(_run(["npm", "test"], NPM_TEST_S), at_least=39)
+    _passed(run(["npm", "test"], NPM_TEST_S), at_least=46)
 
 
 @pytest.mark.timeout(2 * NPM_CI_S + NPM_TEST_S)
 def test_the_effect_backing_passes_the_seed_scenarios(installed: None) -> None:
-    """``npm ci`` and ``npm test`` of ``clients/js/effect``: effect-distributed-lock
-    0.0.11 itself, from the registry, on its README's scenarios over tenure."""
-    _run(["npm", "ci", "--no-audit", "--no-fund", "--loglevel=error"], NPM_CI_S, EFFECT_DIR)
-    _passed(_run(["npm", "test"], NPM_TEST_S, EFFECT_DIR), at_least=8)
+    """``npm test`` of ``clients/js/effect``: effect-distributed-lock 0.0.11 itself, from
+    the registry, on every scenario of its README over tenure, crashes (SIGKILLed
+    child processes) and arrival order included."""
+    _passed(run(["npm", "test"], NPM_TEST_S, EFFECT_DIR), at_least=21)
 
 
 class Waiter:
@@ -156,7 +113,7 @@ async def test_a_python_holder_and_a_js_waiter_share_one_queue_and_one_token_seq
 ) -> None:
     """Python holds; a JS waiter queues, then a Python waiter: served in arrival order
     (JS, then Python), each token greater than the one before, one sequence."""
-    with ServerProcess(tmp_path / "data", "--fsync", "off") as server:
+    with serving(tmp_path / "data", "--fsync", "off") as server:
         url = f"tenure://127.0.0.1:{server.port}"
         async with tenure.connect(url) as client:
             await client.create_node("cross")
@@ -172,7 +129,7 @@ async def test_a_python_holder_and_a_js_waiter_share_one_queue_and_one_token_seq
                 stdin=asyncio.subprocess.PIPE,
                 stdout=asyncio.subprocess.PIPE,
                 stderr=asyncio.subprocess.PIPE,
-                env=_env(),
+                env=env(),
             )
             waiter = Waiter(process)
             try:
@@ -206,14 +163,14 @@ async def test_a_python_process_resumes_a_js_session_by_its_ticket(
 ) -> None:
     """A JS process holds a lock and exits without closing (as a crash would); Python
     resumes the session by the JS ticket: the same session, its hold, the same token."""
-    with ServerProcess(tmp_path / "data", "--fsync", "off") as server:
+    with serving(tmp_path / "data", "--fsync", "off") as server:
         url = f"tenure://127.0.0.1:{server.port}"
         async with tenure.connect(url) as client:
             await client.create_node("tickets")
             done = await asyncio.to_thread(
                 subprocess.run,
                 ["node", str(JS_DIR / "dist" / "test" / "ticket_holder.js"), url, "tickets"],
-                env=_env(),
+                env=env(),
                 capture_output=True,
                 text=True,
                 timeout=WAIT_S,
@@ -257,7 +214,7 @@ async def test_a_js_lock_survives_the_leader_killed_and_tokens_never_go_back(
             stdin=asyncio.subprocess.PIPE,
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.PIPE,
-            env=_env(),
+            env=env(),
         )
         holder = Waiter(process)
         try:
@@ -303,3 +260,104 @@ async def _until_queued(session: tenure.Session, name: str) -> None:
             return
         await asyncio.sleep(0.02)
     raise AssertionError(f"{name}: never queued")
+
+
+async def _peer(url: str, node: str, *args: str) -> Waiter:
+    """``clients/js/test/handoff_peer.ts`` with ``args`` (``adopt``, or ``offer NAME``)."""
+    process = await asyncio.create_subprocess_exec(
+        "node",
+        str(JS_DIR / "dist" / "test" / "handoff_peer.js"),
+        url,
+        node,
+        *args,
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        env=env(),
+    )
+    return Waiter(process)
+
+
+async def _lost(lease: tenure.Lease) -> object:
+    """The lease's loss error, once it ends."""
+    return await lease.lost
+
+
+async def _ended(peer: Waiter) -> None:
+    """The peer releases what it holds and exits 0 (killed if it does not)."""
+    try:
+        await peer.tell("release")
+        await peer.next("released")
+        assert await asyncio.wait_for(peer.process.wait(), WAIT_S) == 0
+    finally:
+        if peer.process.returncode is None:
+            peer.process.kill()
+            await peer.process.wait()
+
+
+async def test_a_hold_handed_off_by_python_is_adopted_by_js(
+    installed: None, tmp_path: Path
+) -> None:
+    """Python's ``lease.handoff()`` string, adopted by ``session.adopt(text)`` in a JS
+    process: the Python lease ends lost, the JS lease holds the same count and data
+    under a greater token; the Python waiter queued meanwhile keeps its place."""
+    with serving(tmp_path / "data", "--fsync", "off") as server:
+        url = f"tenure://127.0.0.1:{server.port}"
+        async with tenure.connect(url) as client:
+            await client.create_node("handing")
+            producer = await client.session("handing")
+            waiting = await client.session("handing")
+            await producer.semaphore("gpus").create(limit=2)
+            lease = await producer.semaphore("gpus").acquire(2, data=b"job-7")
+            queued = asyncio.ensure_future(waiting.semaphore("gpus").acquire(1))
+            peer = await _peer(url, "handing", "adopt")
+            try:
+                js_session = (await peer.next("session"))["id"]
+                await peer.tell(await lease.handoff())
+                adopted = await peer.next("adopted")
+                assert (adopted["name"], adopted["count"]) == ("gpus", "2")
+                assert int(adopted["token"]) > lease.token
+                assert isinstance(await asyncio.wait_for(_lost(lease), WAIT_S), LeaseLostError)
+                state = await producer.semaphore("gpus").describe(owners=True, waiters=True)
+                assert [(o.session_id, o.count, o.data) for o in state.owners] == [
+                    (js_session, 2, b"job-7")
+                ]
+                assert [w.session_id for w in state.waiters] == [waiting.id]
+                assert not queued.done()
+            finally:
+                await _ended(peer)
+            permit = await asyncio.wait_for(queued, WAIT_S)
+            assert permit.token > int(adopted["token"])
+            await permit.release()
+
+
+async def test_a_hold_handed_off_by_js_is_adopted_by_python(
+    installed: None, tmp_path: Path
+) -> None:
+    """A JS ``lease.handoff()`` string, adopted by Python's ``session.adopt``: the JS
+    lease's signal fires with a LeaseLostError, Python holds under a greater token;
+    the string adopts once."""
+    with serving(tmp_path / "data", "--fsync", "off") as server:
+        url = f"tenure://127.0.0.1:{server.port}"
+        async with tenure.connect(url) as client:
+            await client.create_node("handing")
+            worker = await client.session("handing")
+            await worker.semaphore("jobs").create(limit=1)
+            peer = await _peer(url, "handing", "offer", "jobs")
+            try:
+                await peer.next("session")
+                offered = await peer.next("offered")
+                permit = await worker.adopt(offered["text"])
+                assert permit.token > int(offered["token"])
+                assert (permit.name, permit.count) == ("jobs", 1)
+                lost = await peer.next("lost")
+                assert lost["reason"] == "LeaseLostError"
+                assert "handed off" in lost["message"]
+                other = await client.session("handing")
+                with pytest.raises(LeaseLostError):
+                    await other.adopt(offered["text"])
+                state = await worker.semaphore("jobs").describe(owners=True)
+                assert [(o.session_id, o.data) for o in state.owners] == [(worker.id, b"from-js")]
+                await permit.release()
+            finally:
+                await _ended(peer)

@@ -1,7 +1,8 @@
 /**
  * `connect(url)`: a client of one tenure service, its nodes, and its sessions.
  */
-import { DEFAULT_NODE_CONFIG, commands, nodeChanges, type NodeConfig } from "./commands.js";
+import { DEFAULT_NODE_CONFIG, commands, nodeChanges, nodeConfig, type CreateNodeOptions, type NodeConfig } from "./commands.js";
+import { AlreadyExistsError, InvalidArgumentError, UnsupportedError } from "./errors.js";
 import {
   readNil,
   readNodeDescription,
@@ -59,14 +60,34 @@ export class Client implements AsyncDisposable {
     return best.link;
   }
 
-  /** The protocol version spoken (6, or less to an older server). */
+  /** The protocol version spoken (7, or less to an older server). */
   get protocolVersion(): number {
     return Math.min(...this.shards.map((shard) => shard.link.protocolVersion));
   }
 
-  /** Create the node `name` (settings: `tenure.NodeConfig()`'s, overridden by `config`). */
-  async createNode(name: string, config: Partial<NodeConfig> = {}): Promise<void> {
-    readNil(await this.linkFor(name).request(commands.createNode(name, { ...DEFAULT_NODE_CONFIG, ...config })), "CreateNode");
+  /**
+   * Create the node `name` (settings: `tenure.NodeConfig()`'s, overridden by those
+   * given). An `AlreadyExistsError` if it exists, unless `existOk` (Python's
+   * `exist_ok`): then nothing changes, an existing node keeps its settings (`alterNode`
+   * changes them).
+   */
+  async createNode(name: string, options: CreateNodeOptions = {}): Promise<void> {
+    const { existOk = false, ...settings } = options;
+    if (typeof existOk !== "boolean") throw new InvalidArgumentError(`existOk must be a boolean, got ${typeof existOk}`);
+    const config = nodeConfig(settings);
+    const link = this.linkFor(name);
+    await link.open();
+    if (config.maxHold !== null && link.protocolVersion < 7) {
+      throw new UnsupportedError(`a node's maxHold needs protocol version 7; this server speaks ${link.protocolVersion}`);
+    }
+    if (config.maxClaims !== DEFAULT_NODE_CONFIG.maxClaims && link.protocolVersion < 6) {
+      throw new UnsupportedError(`a node's maxClaims needs protocol version 6; this server speaks ${link.protocolVersion}`);
+    }
+    try {
+      readNil(await link.request(commands.createNode(name, config)), "CreateNode");
+    } catch (error) {
+      if (!(existOk && error instanceof AlreadyExistsError)) throw error;
+    }
   }
 
   /** The node's settings and counts. */

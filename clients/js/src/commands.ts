@@ -22,6 +22,8 @@ export interface NodeConfig {
   readonly maxWatchesPerSession: number;
   readonly maxMissedPerSession: number;
   readonly maxClaims: number;
+  /** How long any grant may last, ms, whatever its session does; null: no bound (default). Protocol version 7. */
+  readonly maxHold: number | null;
 }
 
 /** The settings of `tenure.NodeConfig()`. */
@@ -36,6 +38,7 @@ export const DEFAULT_NODE_CONFIG: NodeConfig = Object.freeze({
   maxWatchesPerSession: 1_000,
   maxMissedPerSession: 256,
   maxClaims: 10_000,
+  maxHold: null,
 });
 
 function wireConfig(config: NodeConfig): unknown[] {
@@ -50,14 +53,16 @@ function wireConfig(config: NodeConfig): unknown[] {
     config.maxWatchesPerSession,
     config.maxMissedPerSession,
   ];
-  // max_claims is trailing since version 6, and sent only when not its default.
-  if (config.maxClaims !== DEFAULT_NODE_CONFIG.maxClaims) fields.push(config.maxClaims);
+  // max_claims (version 6) and max_hold (version 7) are trailing, each sent only
+  // when it or a field after it is not its default.
+  if (config.maxClaims !== DEFAULT_NODE_CONFIG.maxClaims || config.maxHold !== null) fields.push(config.maxClaims);
+  if (config.maxHold !== null) fields.push(seconds(config.maxHold, "maxHold"));
   return fields;
 }
 
-/** Read a NodeConfig record (9 fields, or 10 with `max_claims`). */
+/** Read a NodeConfig record (9 fields, 10 with `max_claims`, 11 with `max_hold`). */
 export function readConfig(value: unknown, field: string): NodeConfig {
-  const v = array(value, field, 9, 10);
+  const v = array(value, field, 9, 11);
   const f = (i: number): string => `${field}[${i}]`;
   return {
     recoveryWindow: float(v[0], f(0)) * 1000,
@@ -70,6 +75,7 @@ export function readConfig(value: unknown, field: string): NodeConfig {
     maxWatchesPerSession: uint(v[7], f(7)),
     maxMissedPerSession: uint(v[8], f(8)),
     maxClaims: v.length > 9 ? uint(v[9], f(9)) : DEFAULT_NODE_CONFIG.maxClaims,
+    maxHold: v.length > 10 && v[10] !== null ? float(v[10], f(10)) * 1000 : null,
   };
 }
 
@@ -178,6 +184,17 @@ export const commands = {
     0.0, // `at`: set by the server
   ],
   releaseClaim: (node: string, name: string, claimId: string): WireCommand => [35, node, name, claimId, 0.0],
+  offerHold: (sessionId: number, name: string, digest: Uint8Array, hold: number): WireCommand => [41, sessionId, name, digest, hold],
+  adoptHold: (a: { sessionId: number; name: string; holder: number; holderHold: number; token: bigint; secret: Uint8Array; hold: number }): WireCommand => [
+    42,
+    a.sessionId,
+    a.name,
+    a.holder,
+    a.holderHold,
+    wireUint(a.token),
+    a.secret,
+    a.hold,
+  ],
 } as const;
 
 /** NodeConfig's wire names, and which are durations (ms here, seconds there). */
@@ -193,13 +210,28 @@ const WIRE_NAMES: Readonly<Record<keyof NodeConfig, readonly [string, boolean]>>
   maxWatchesPerSession: ["max_watches_per_session", false],
   maxMissedPerSession: ["max_missed_per_session", false],
   maxClaims: ["max_claims", false],
+  maxHold: ["max_hold", true],
 };
+
+/** What `client.createNode` takes: settings, and whether an existing node is fine. */
+export interface CreateNodeOptions extends Partial<NodeConfig> {
+  /** An existing node is no error (its settings are left as they are). Default false. */
+  readonly existOk?: boolean;
+}
+
+/** A node's settings: `DEFAULT_NODE_CONFIG`'s, overridden by `settings` (an unknown name is refused). */
+export function nodeConfig(settings: Partial<NodeConfig>): NodeConfig {
+  for (const key of Object.keys(settings)) {
+    if (!Object.hasOwn(WIRE_NAMES, key)) throw new RangeError(`${key} is not a node setting; known: ${Object.keys(WIRE_NAMES).join(", ")}, existOk`);
+  }
+  return { ...DEFAULT_NODE_CONFIG, ...settings };
+}
 
 /** AlterNode's changes: the settings given, by their wire names, durations in seconds. */
 export function nodeChanges(changes: Partial<NodeConfig>): Record<string, number | null> {
   const wire: Record<string, number | null> = {};
   for (const [key, value] of Object.entries(changes)) {
-    const known = WIRE_NAMES[key as keyof NodeConfig];
+    const known = Object.hasOwn(WIRE_NAMES, key) ? WIRE_NAMES[key as keyof NodeConfig] : undefined;
     if (known === undefined) throw new RangeError(`${key} is not a node setting; known: ${Object.keys(WIRE_NAMES).join(", ")}`);
     const [name, duration] = known;
     wire[name] = value === null || value === undefined ? null : duration ? seconds(value, key) : value;

@@ -1,5 +1,5 @@
 /**
- * tenure-client: a TypeScript client of tenure's native protocol (version 6).
+ * tenure-client: a TypeScript client of tenure's native protocol (version 7).
  *
  * ```ts
  * import { connect } from "tenure-client";
@@ -11,13 +11,15 @@
  */
 export { Client, connect, type ConnectOptions } from "./client.js";
 export { Session, type SessionOptions } from "./session.js";
+export { MAX_HOLD } from "./session_state.js";
 export { parseTicket } from "./ticket.js";
+export { formatHandoff, parseHandoff, type Handoff } from "./handoff.js";
 export { Mutex, Semaphore, SemaphoreWatch, type AcquireOptions, type WaitOptions, type WatchOptions } from "./semaphore.js";
-export { Lease } from "./lease.js";
+export { Lease, type HandoffOptions } from "./lease.js";
 export { Election, Leadership, type LeaderState } from "./election.js";
 export { RWLock, type LockOptions, type RWLockDescription } from "./rwlock.js";
 export { Claim } from "./claim.js";
-export { DEFAULT_NODE_CONFIG, type ClientIdentity, type NodeConfig } from "./commands.js";
+export { DEFAULT_NODE_CONFIG, type ClientIdentity, type CreateNodeOptions, type NodeConfig } from "./commands.js";
 export {
   type ClaimRecord,
   type NodeDescription,

@@ -4,7 +4,9 @@
  * lost (its reason a `LostError`), or released. `await using lease = ...` releases
  * it at the end of the block.
  */
+import { randomBytes } from "node:crypto";
 import { LeaseLostError, LostError } from "./errors.js";
+import { SECRET_BYTES, checkSecret } from "./handoff.js";
 
 /** What a lease needs of the session that holds it. */
 export interface LeaseKeeper {
@@ -14,6 +16,19 @@ export interface LeaseKeeper {
   renewHold(name: string, hold: number, token: bigint, ttlMs: number | null): Promise<number>;
   /** Replace the owner data of hold `hold` on `name` (same count, same token). */
   restateHold(name: string, hold: number, count: bigint, data: Uint8Array): Promise<bigint>;
+  /** Offer hold `hold` on `name` (token `token`) for adoption with `secret`; the hand-off string. */
+  offerHold(name: string, hold: number, token: bigint, secret: Uint8Array): Promise<string>;
+}
+
+/** What `lease.handoff` takes. */
+export interface HandoffOptions {
+  /**
+   * The offer's secret, 16 to 64 bytes (default: 16 random bytes, made anew each
+   * time). Whoever knows it, and the hold's session, hold number and token, can adopt
+   * the hold: pass one of your own only when an adopter must derive it without the
+   * string (as `tenure-effect-distributed-lock` derives it from a holder's identifier).
+   */
+  readonly secret?: Uint8Array;
 }
 
 /** What makes a lease of a kind (a plain `Lease`, a `Leadership`). */
@@ -73,6 +88,21 @@ export class Lease implements AsyncDisposable {
   async restate(data: Uint8Array): Promise<void> {
     if (this.ended) throw this.lostWith ?? new LeaseLostError(`the lease on ${this.name} was released`);
     await this.keeper.restateHold(this.name, this.hold, this.count, data);
+  }
+
+  /**
+   * Offer this hold for adoption by another session, in this process or any other:
+   * the hand-off string (a capability: whoever has it can take the hold, once). The
+   * adopter calls `session.adopt(text)` (or Python's `session.adopt`); this lease then
+   * ends lost (`LeaseLostError`, its message saying it was handed off) and the adopter
+   * holds the same count and owner data under a greater token. Each call makes a new
+   * string, and only the latest adopts. A `LeaseLostError` if the hold ended;
+   * `UnsupportedError` from a server older than protocol version 7.
+   */
+  async handoff(options: HandoffOptions = {}): Promise<string> {
+    if (this.ended) throw this.lostWith ?? new LeaseLostError(`the lease on ${this.name} was released`);
+    const secret = options.secret === undefined ? new Uint8Array(randomBytes(SECRET_BYTES)) : checkSecret(options.secret);
+    return this.keeper.offerHold(this.name, this.hold, this.token, secret);
   }
 
   /** The session learnt that the hold ended: fire the signal with `error`. */

@@ -53,6 +53,13 @@ export interface AcquireOptions extends WaitOptions {
   readonly ephemeral?: boolean;
   /** The grant's lease, ms: it ends unless `lease.renew()` is called within it (default: the node's). */
   readonly leaseTtl?: number;
+  /**
+   * The session's hold number to ask under (default: the lowest free one): a session
+   * holding a semaphore more than once numbers its holds; one it holds or waits with
+   * already is an `InvalidArgumentError`. For a hold another process must find by its
+   * number (a hand-off adopted without the string).
+   */
+  readonly hold?: number;
 }
 
 /** What `semaphore.watch` watches. */
@@ -87,6 +94,7 @@ export class Semaphore {
       ephemeral: options.ephemeral ?? false,
       signal: options.signal,
       leaseTtlMs: options.leaseTtl,
+      hold: options.hold,
     });
     if (lease === null) throw new TimeoutError(`the semaphore ${this.name} has not ${options.count ?? 1} tokens free`);
     return lease;
@@ -101,6 +109,7 @@ export class Semaphore {
       timeoutMs: 0,
       ephemeral: options.ephemeral ?? false,
       leaseTtlMs: options.leaseTtl,
+      hold: options.hold,
     });
   }
 

@@ -11,7 +11,7 @@ import { hostname } from "node:os";
 import { randomBytes } from "node:crypto";
 import type { Effect } from "./codec.js";
 import { commands } from "./commands.js";
-import { BUSY, GRANTED, readAcquireResult, readNil, readSessionInfo, readSessionState, type HeldGrant } from "./replies.js";
+import { BUSY, GRANTED, readAcquireResult, readNil, readSessionInfo, type HeldGrant } from "./replies.js";
 import {
   AcquireCancelledError,
   DisconnectedError,
@@ -34,6 +34,9 @@ import { RWLock } from "./rwlock.js";
 import { claimName, type Claim } from "./claim.js";
 import { holdKey, settle } from "./settle.js";
 import { formatTicket, parseTicket } from "./ticket.js";
+import { checkHandoff, parseHandoff } from "./handoff.js";
+import { adoptHold, offerHold } from "./handoff_calls.js";
+import { chooseHold, readState } from "./session_state.js";
 
 /** What `client.session(node, options)` takes. */
 export interface SessionOptions {
@@ -96,6 +99,8 @@ export class Session implements LinkSession, LeaseKeeper, AsyncDisposable {
   private readonly leases = new Map<string, Lease>();
   private readonly waiters = new Map<number, Waiter>();
   private readonly watches = new Map<number, WatchHandler>();
+  /** Hold numbers taken by an adoption in flight (no acquire may pick them). */
+  private readonly adopting = new Map<string, { readonly name: string; readonly hold: number }>();
   private nextRequestId = 0;
   private attached: Promise<Connection>;
   private settle: ((connection: Connection) => void) | null = null;
@@ -182,12 +187,14 @@ export class Session implements LinkSession, LeaseKeeper, AsyncDisposable {
     kind?: LeaseKind;
     /** The grant's lease TTL, ms: it ends unless renewed within it (null: as long as the session). */
     leaseTtlMs?: number | null | undefined;
+    /** The hold number to ask under (default: the lowest free one); see `holdFor`. */
+    hold?: number | undefined;
   }): Promise<Lease | null> {
     this.throwIfEnded();
     a.signal?.throwIfAborted();
+    const hold = this.holdFor(a.name, a.hold);
     this.nextRequestId += 1;
     const requestId = this.nextRequestId;
-    const hold = this.freeHold(a.name);
     const deadline = a.timeoutMs === null ? null : Date.now() + a.timeoutMs;
     return new Promise<Lease | null>((resolve, reject) => {
       const onAbort = (): void => {
@@ -303,6 +310,53 @@ export class Session implements LinkSession, LeaseKeeper, AsyncDisposable {
     }
   }
 
+  /** @internal LeaseKeeper: offer a held grant for adoption; the hand-off string. */
+  async offerHold(name: string, hold: number, token: bigint, secret: Uint8Array): Promise<string> {
+    this.throwIfEnded();
+    if (this.leases.get(holdKey(name, hold))?.token !== token) {
+      throw new LeaseLostError(`the lease on ${name} (token ${token}) is not held`);
+    }
+    return offerHold(this, name, hold, secret);
+  }
+
+  /**
+   * Take over the hold another session offered with `lease.handoff()` (this client's
+   * or Python's), from any process: in one step the offering lease ends (lost) and this
+   * session holds the same count and owner data under a new fencing token, greater
+   * than every earlier one; its lease TTL, if any, restarts now. Adopts once, and only
+   * the latest string of a hold (docs/recipes.md, "Handing a lease to another process").
+   * `hold`: the hold number to take it as (default: the lowest free one).
+   *
+   * An `InvalidArgumentError` for a string that is not a hand-off (garbled, cut short)
+   * or one of another node, before anything is sent; a `LeaseLostError` when the hold
+   * cannot be adopted (it ended, was adopted already or offered again, or this is not
+   * its hand-off: one error for every case); a `DisconnectedError` (an
+   * `UnavailableError`) when the answer was lost; `UnsupportedError` from a server
+   * older than protocol version 7.
+   */
+  async adopt(text: string, options: { hold?: number } = {}): Promise<Lease> {
+    this.throwIfEnded();
+    const handoff = parseHandoff(text);
+    checkHandoff(handoff, "tenure", this.node);
+    const hold = this.holdFor(handoff.name, options.hold);
+    const key = holdKey(handoff.name, hold);
+    this.adopting.set(key, { name: handoff.name, hold });
+    try {
+      const adopted = await adoptHold(this, handoff, hold);
+      this.throwIfEnded();
+      const lease = new Lease(this, handoff.name, hold, adopted.token, adopted.count);
+      this.leases.set(key, lease);
+      return lease;
+    } finally {
+      this.adopting.delete(key);
+    }
+  }
+
+  /** The protocol version of this session's link. */
+  get protocolVersion(): number {
+    return this.link.protocolVersion;
+  }
+
   /** @internal arm a watch's handler under `watchId`. */
   addWatch(watchId: number, handler: WatchHandler): void {
     this.watches.set(watchId, handler);
@@ -376,16 +430,7 @@ export class Session implements LinkSession, LeaseKeeper, AsyncDisposable {
     try {
       this.seqNo += 1;
       readSessionInfo(await connection.request(commands.attachSession(this.sessionId, this.key, this.seqNo)));
-      const holds: HeldGrant[] = [];
-      const waits = new Set<number>();
-      const missed: Effect[] = [];
-      for (let after: string | null = ""; after !== null; ) {
-        const page = readSessionState(await connection.request(commands.describeSession(this.sessionId, after, 1000)));
-        holds.push(...page.holds);
-        for (const wait of page.waits) waits.add(wait.requestId);
-        missed.push(...page.missed);
-        after = page.nextAfter;
-      }
+      const { holds, waits, missed } = await readState((command) => connection.request(command), this.sessionId);
       this.reconcile(connection, holds, waits, missed);
     } catch (error) {
       if (error instanceof DisconnectedError) return; // the next connection tries again
@@ -433,12 +478,8 @@ export class Session implements LinkSession, LeaseKeeper, AsyncDisposable {
 
   /** @internal after a resume: the holds the session had are this process's now. */
   async adoptHolds(connection: Connection): Promise<void> {
-    for (let after: string | null = ""; after !== null; ) {
-      const page = readSessionState(await connection.request(commands.describeSession(this.sessionId, after, 1000)));
-      for (const grant of page.holds) {
-        this.leases.set(holdKey(grant.name, grant.hold), new Lease(this, grant.name, grant.hold, grant.token, grant.count));
-      }
-      after = page.nextAfter;
+    for (const grant of (await readState((command) => connection.request(command), this.sessionId)).holds) {
+      this.leases.set(holdKey(grant.name, grant.hold), new Lease(this, grant.name, grant.hold, grant.token, grant.count));
     }
   }
 
@@ -447,13 +488,13 @@ export class Session implements LinkSession, LeaseKeeper, AsyncDisposable {
     return [...this.leases.values()];
   }
 
-  private freeHold(name: string): number {
+  /** The hold number an acquire or adoption of `name` asks under: `asked`, or the lowest free (`chooseHold`). */
+  holdFor(name: string, asked?: number): number {
     const taken = new Set<number>();
     for (const lease of this.leases.values()) if (lease.name === name) taken.add(lease.hold);
     for (const waiter of this.waiters.values()) if (waiter.name === name) taken.add(waiter.hold);
-    let hold = 0;
-    while (taken.has(hold)) hold += 1;
-    return hold;
+    for (const place of this.adopting.values()) if (place.name === name) taken.add(place.hold);
+    return chooseHold(taken, name, asked);
   }
 
   private throwIfEnded(): void {

@@ -25,6 +25,12 @@ export function python(): string {
   return process.env["TENURE_PYTHON"] ?? (repo === null ? "python3" : join(repo, ".venv", "bin", "python"));
 }
 
+/**
+ * How long a server (or a cluster's members) may take to start listening, ms: a
+ * bound, not a measurement (an interpreter starting on a busy machine is slow).
+ */
+export const STARTUP_LIMIT_MS = 60_000;
+
 /** One running server. */
 export interface Server {
   readonly port: number;
@@ -50,7 +56,10 @@ export async function startServer(args: readonly string[] = [], dataDir?: string
   child.stderr!.on("data", (chunk: Buffer) => (output += chunk.toString()));
   const exited = new Promise<void>((done) => child.once("exit", () => done()));
   const port = await new Promise<number>((done, fail) => {
-    const timer = setTimeout(() => fail(new Error(`tenure serve did not listen within 20 s:\n${output}`)), 20_000);
+    const timer = setTimeout(() => {
+      child.kill("SIGKILL"); // (not left behind, listening later with nobody to stop it)
+      fail(new Error(`tenure serve did not listen within ${STARTUP_LIMIT_MS} ms:\n${output}`));
+    }, STARTUP_LIMIT_MS);
     const look = (): void => {
       for (const line of output.split("\n")) {
         if (line.includes('"msg": "listening"')) {
@@ -201,7 +210,7 @@ export async function startCluster(size = 3): Promise<Cluster> {
         },
       });
     }
-    await waitFor(() => logs.every((log) => log().includes('"msg": "listening"')), "every member listens");
+    await waitFor(() => logs.every((log) => log().includes('"msg": "listening"')), "every member listens", STARTUP_LIMIT_MS);
     const leader = async (excluding?: Member): Promise<Member> => {
       let found: Member | undefined;
       await waitFor(async () => {
