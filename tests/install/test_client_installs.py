@@ -47,6 +47,36 @@ def test_a_client_install_serves_and_its_other_commands_name_the_cli_extra(
             ), (args, refused)
 
 
+#: Each backend's URL tried where its extra is missing: what the error must end with.
+MISSING_BACKENDS = {
+    "redis://127.0.0.1:1/0": "pip install 'tenure[redis]'",
+    "etcd://127.0.0.1:1": "pip install 'tenure[etcd]'",
+    "postgres://nobody@127.0.0.1:1/nothing": "pip install 'tenure[postgres]'",
+}
+
+REFUSED_BACKEND = """
+import sys
+
+import tenure.sync
+from tenure.errors import UnsupportedError
+
+try:
+    tenure.sync.connect(sys.argv[1])
+except UnsupportedError as error:
+    print(error)
+"""
+
+
+def test_a_client_install_refuses_a_backend_url_naming_its_extra(
+    venv_of: Callable[[str], Venv], tmp_path: Path
+) -> None:
+    venv = venv_of("tenure")
+    for url, install in MISSING_BACKENDS.items():
+        said = venv.run("python", "-c", REFUSED_BACKEND, url, cwd=tmp_path)
+        assert (said.returncode, said.stderr) == (0, ""), said
+        assert said.stdout.endswith(f"{install}\n"), (url, said.stdout)
+
+
 def test_the_cli_install_runs_its_commands_and_names_the_server_extra(
     venv_of: Callable[[str], Venv], tenure_server: ServerProcess, tmp_path: Path
 ) -> None:
