@@ -238,6 +238,7 @@ TIERS: Final[dict[str, tuple[str, ...]]] = {
     "tests/deploy/test_dockerfile.py": UNIT,  # the Dockerfile read as text
     "tests/deploy/test_k8s.py": UNIT,  # the manifests against bundled schemas, in process
     "tests/install/test_imports.py::test_every_entry_of_the_needs_table_names_a_module": UNIT,
+    "tests/install/test_docs_installs.py": UNIT,  # the docs read
 }
 
 

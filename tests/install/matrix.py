@@ -42,6 +42,7 @@ from typing import Any, Final
 import pytest
 
 __all__ = [
+    "ELSEWHERE",
     "INSTALLS",
     "ROOT",
     "Install",
@@ -103,11 +104,9 @@ class Install:
     @property
     def command(self) -> str:
         """The install as the docs write it."""
-        return (
-            f"pip install 'tenure[{','.join(self.extras)}]'"
-            if self.extras
-            else ("pip install tenure")
-        )
+        if not self.extras:
+            return "pip install tenure"
+        return f"pip install 'tenure[{','.join(self.extras)}]'"
 
     @property
     def has(self) -> frozenset[str]:
@@ -115,8 +114,9 @@ class Install:
         return extras_closure(self.extras)
 
 
-#: Every ``pip install`` of tenure the docs name, by id (README.md, docs/operations.md,
-#: docs/cluster.md, docs/ydb.md, docs/backends.md).
+#: The installs of tenure the docs name for the library, its command, its server and its
+#: backends, by id (README.md, docs/operations.md, docs/cluster.md, docs/ydb.md,
+#: docs/backends.md); the docs' other installs are tested where :data:`ELSEWHERE` says.
 INSTALLS: Final = {
     install.name: install
     for install in (
@@ -129,6 +129,20 @@ INSTALLS: Final = {
         Install("redis", ("redis",)),
         Install("postgres", ("postgres",)),
     )
+}
+
+
+#: The extras the docs name in installs of their own that the matrix leaves to other
+#: tests, and where: each is one tool's client, tested with the tool.
+ELSEWHERE: Final = {
+    "testing": "tests/test_conformance_kit.py (a fresh venv of it runs the kit from "
+    "outside the checkout) and tests/install/test_checkout.py (in it)",
+    "tooz": "tests/contrib/test_tooz*.py (tooz's own suite, in the test venv)",
+    "celery": "tests/contrib/test_celery*.py (real workers, in the test venv)",
+    "limits": "tests/contrib/test_limits*.py (flask-limiter, in the test venv)",
+    "otel": "tests/contrib/test_otel*.py (the SDK's exporters, in the test venv)",
+    # (docs/operations.md names it as what a server install adds for --ydb-port.)
+    "ydb": "the matrix's server-ydb: tenure[server] with it",
 }
 
 

@@ -14,17 +14,8 @@ from tests.install.matrix import Venv
 from tests.install.programs import lock_through
 from tests.install.served import Served, check_commands, tenure_of
 from tests.ports import free_port
-from tests.server.wire import ServerProcess
 
 pytestmark = pytest.mark.timeout(900)  # (the first to ask makes the wheelhouse)
-
-
-@pytest.mark.parametrize("name", ["tenure", "cli"])
-def test_a_client_install_locks_against_a_server(
-    name: str, venv_of: Callable[[str], Venv], tenure_server: ServerProcess, tmp_path: Path
-) -> None:
-    said = lock_through(venv_of(name), f"tenure://127.0.0.1:{tenure_server.port}", tmp_path)
-    assert re.fullmatch(r"token [1-9]\d*\n", said), said
 
 
 def test_a_client_install_serves_and_its_other_commands_name_the_cli_extra(
@@ -77,15 +68,19 @@ def test_a_client_install_refuses_a_backend_url_naming_its_extra(
         assert said.stdout.endswith(f"{install}\n"), (url, said.stdout)
 
 
-def test_the_cli_install_runs_its_commands_and_names_the_server_extra(
-    venv_of: Callable[[str], Venv], tenure_server: ServerProcess, tmp_path: Path
+def test_the_cli_install_serves_locks_runs_its_commands_and_names_the_server_extra(
+    venv_of: Callable[[str], Venv], tmp_path: Path
 ) -> None:
-    tenure = tenure_of(venv_of("cli"), tmp_path)
+    venv = venv_of("cli")
+    tenure = tenure_of(venv, tmp_path)
     check_commands(tenure, build="pure")
-    url = f"tenure://127.0.0.1:{tenure_server.port}"
-    held = tenure("lock", "job", "--url", url, "--", "sh", "-c", "echo $TENURE_TOKEN")
-    assert (held.returncode, held.stderr) == (0, ""), held
-    assert re.fullmatch(r"[1-9]\d*\n", held.stdout), held.stdout
+    with Served([venv.bin("tenure"), "serve"], tmp_path / "data") as server:
+        url = f"tenure://127.0.0.1:{server.port}"
+        said = lock_through(venv, url, tmp_path)
+        assert re.fullmatch(r"token [1-9]\d*\n", said), said
+        held = tenure("lock", "job", "--url", url, "--", "sh", "-c", "echo $TENURE_TOKEN")
+        assert (held.returncode, held.stderr) == (0, ""), held
+        assert re.fullmatch(r"[1-9]\d*\n", held.stdout), held.stdout
     port, http = str(free_port()), str(free_port())
     refused = tenure("serve", "--port", port, "--http-port", http, "--data-dir", tmp_path / "d")
     assert refused.returncode == 2, refused
