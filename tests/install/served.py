@@ -210,9 +210,14 @@ def check_commands(tenure: Tenure, *, build: str) -> None:
     assert demo.stdout.endswith("demo done\n"), demo.stdout
 
 
-def check_refusals(tmp_path: Path, tenure: Tenure, refusals: dict[str, str]) -> None:
-    """``tenure serve FLAG VALUE`` for each flag of ``refusals`` (``"--cluster etcd://..."``)
-    must stop at once with exit code 2 and a line naming the install given."""
+def check_refusals(tmp_path: Path, tenure: Tenure) -> None:
+    """``tenure serve`` with each flag a server install without the ``etcd`` and ``ydb``
+    extras cannot serve must stop at once, exit code 2, with a line naming the install
+    that can (and no traceback)."""
+    refusals = {
+        "--cluster etcd://127.0.0.1:2379/matrix": "tenure[server,etcd]",
+        f"--ydb-port {free_port()}": "tenure[ydb]",
+    }
     for number, (flag, install) in enumerate(refusals.items()):
         data = tmp_path / f"refused-{number}"
         port = str(free_port())
