@@ -106,6 +106,14 @@ _SLOW: Final = (
     # Each README block: a tenure serve and a node process (5-9 s under load); the
     # module's fixture packs, installs and compiles an app (a minute or more).
     "tests/js_client/test_readme_blocks.py::test_the_block_runs_as_written",
+    # The install matrix (tests/install): a server of an install with each flag it
+    # claims used in turn, a cluster elected, YDB's SDK, and the checkout's own flows
+    # (scripts/start's install, scripts/bootstrap testing's, the kit's command).
+    "tests/install/test_server_install.py::test_a_server_install_serves_every_flag_it_claims",
+    "tests/install/test_backend_installs.py::test_the_server_etcd_install_serves_a_cluster_and_backs_it_up",
+    "tests/install/test_ydb_install.py::test_the_server_ydb_install_serves_ydb_clients",
+    "tests/install/test_checkout.py::test_scripts_start_serves_the_compiled_build_with_every_flag",
+    "tests/install/test_checkout.py::test_the_readme_conformance_command_runs_after_bootstrap_testing",
 )
 
 #: Path (relative to the repository, or a test's ``path::name``) -> markers of the
@@ -234,6 +242,8 @@ TIERS: Final[dict[str, tuple[str, ...]]] = {
     "tests/contrib/test_otel.py": UNIT,  # memory:// and the SDK's in-memory exporters
     "tests/deploy/test_dockerfile.py": UNIT,  # the Dockerfile read as text
     "tests/deploy/test_k8s.py": UNIT,  # the manifests against bundled schemas, in process
+    "tests/install/test_imports.py::test_every_entry_of_the_needs_table_names_a_module": UNIT,
+    "tests/install/test_docs_installs.py": UNIT,  # the docs read
 }
 
 
@@ -247,6 +257,7 @@ ONE_WORKER: Final[dict[str, str]] = {
     "tests/contrib/test_celery.py": "a tenure serve and two Celery workers, prefork and solo (2 s)",
     "tests/js_client/test_js_client.py": "npm ci and tsc of clients/js (5-10 s)",
     "tests/js_client/test_readme_blocks.py": "both packages packed, an app installed (1-3 min)",
+    "tests/install/test_checkout.py": "a copy of the checkout and the venv scripts/start makes",
 }
 
 

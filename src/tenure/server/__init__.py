@@ -45,8 +45,12 @@ By concern:
   replicated service over a log in etcd: a member's terms as standby and leader, its
   fenced appends, its warm engine (docs/cluster.md).
 
+The cluster's package (``_cluster``: etcd's client, the ``etcd`` extra) is imported
+only where a cluster is served, so that a lone server needs no more than
+``tenure[server]`` (tests/install, issue 57).
+
 Layer (CONTRIBUTING.md): its modules may import each other, tenure._core,
-tenure._runtime, tenure._protocol and tenure.errors.
+tenure._runtime, tenure._protocol, tenure.server._cluster (lazily) and tenure.errors.
 """
 
 from __future__ import annotations

@@ -19,8 +19,13 @@ imported only when the endpoint is asked for.
 * :mod:`~tenure.server._http.listener`: the port's listener (TLS, the connection
   limit, idle and header timeouts).
 
+A cluster's backup (:mod:`~tenure.server._http.backup`) imports the cluster's package
+(etcd's client: the ``etcd`` extra) only when it runs: the endpoint of a lone server
+needs ``tenure[server]`` alone (tests/install; issue 57).
+
 Layer (CONTRIBUTING.md): its modules may import each other, tenure._core,
-tenure._protocol, tenure.server, tenure._runtime.collector and tenure.errors.
+tenure._protocol, tenure.server, tenure._runtime.collector, tenure.server._cluster
+(lazily) and tenure.errors.
 """
 
 from __future__ import annotations

@@ -33,7 +33,6 @@ from typing import Final
 
 from aiohttp import web
 
-from tenure.server._cluster.state_process import spawn
 from tenure.server._durability.backup import BackupHeader, fork_dump, preamble
 from tenure.server._http.admin import admin_token
 from tenure.server._http.application import SERVING
@@ -157,6 +156,10 @@ async def _from_etcd(
     Raises:
         RuntimeError: the process failed (its reason logged; the client gets no digest).
     """
+    # Here, not at the top: the cluster's process reads etcd (grpc, aetcd: the etcd
+    # extra), which a lone server's --http-port must not need (issue 57).
+    from tenure.server._cluster.state_process import spawn
+
     asked = {
         "act": "backup",
         "cluster": server.config.cluster,
