@@ -128,10 +128,10 @@ async def main(name: str, results: Any) -> None:
                     raise
                 done[earlier] = "".join(traceback.format_exception(error))
         failed = [blocks[i].name for i in range(index) if page.story and done.get(i)]
-        error = done[index] or (
+        outcome = done[index] or (
             f"an earlier block of the story failed: {failed}" if failed else None
         )
-        results.write(json.dumps({"block": blocks[index].name, "error": error}) + "\n")
+        results.write(json.dumps({"block": blocks[index].name, "error": outcome}) + "\n")
         results.flush()
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 from pathlib import Path
+from typing import Any
 
 import tenure
 from tenure.fencing import FileFence
@@ -56,7 +57,7 @@ async def other_parties(step: Run, parties: int, act: str) -> None:
     """``parties`` sessions of another client of the page's store, each doing ``act``."""
     async with tenure.connect(step.ns["url"]) as client:
         sessions = [await client.session("app") for _ in range(parties)]
-        namespace = {"sessions": sessions}
+        namespace: dict[str, Any] = {"sessions": sessions}
         exec(f"async def act(session):\n    {act}", namespace)
         await asyncio.gather(*(namespace["act"](session) for session in sessions))
 

@@ -16,16 +16,17 @@ import os
 import re
 import shlex
 import signal
-import socket
 import subprocess
 import sys
 import time
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 
-from tests.ports import free_port
+import tenure.sync
+from tenure.errors import TenureError
+from tests.ports import free_ports
 
 #: How long one command may take, and a background one to show it works.
 COMMAND_WAIT = 120.0
@@ -44,8 +45,9 @@ class Line:
     skip: str | None = None
     #: It runs until stopped: a regular expression of its output once it works...
     background: str | None = None
-    #: ...or a command that exits 0 once it works.
-    ready: str | None = None
+    #: ...or a command that exits 0 once it works (or, to spare a process per look,
+    #: a check made from this process of the run's servers).
+    ready: str | Callable[[Places], bool] | None = None
     #: ``{pid:LABEL}`` in a later command is its process id.
     label: str | None = None
     #: How it is stopped at the block's end, and what it then exits with (None: any).
@@ -96,7 +98,7 @@ class Places:
         """The run's free port for ``key`` (with the three above it free too, for
         ``--shards``)."""
         if key not in self.ports:
-            self.ports[key] = _four_free()
+            self.ports[key] = free_ports(4)
         return self.ports[key]
 
     def fill(self, template: str) -> str:
@@ -114,23 +116,6 @@ class Places:
             return self.servers[kind]
 
         return re.sub(r"\{(\w+(?::[\w.+-]+)?)\}", value, template)
-
-
-def _four_free() -> int:
-    for _ in range(50):
-        port = free_port()
-        if all(_bindable(port + n) for n in range(1, 4)):
-            return port
-    raise AssertionError("no four free ports in a row")
-
-
-def _bindable(port: int) -> bool:
-    with socket.socket() as sock:
-        try:
-            sock.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-        return True
 
 
 def commands(text: str) -> list[str]:
@@ -172,18 +157,28 @@ def served(command: str, places: Places) -> str:
 SERVE = re.compile(r"^(\w+=\S* )*tenure serve\b")
 
 
-def answers(command: str) -> str | None:
-    """A command that exits 0 once the server ``command`` starts answers: a listing of
-    its nodes (over TLS trusting the ca.pem beside its certificate); None for shards
-    (their block checks them)."""
+def answers(command: str) -> Callable[[Path], bool] | None:
+    """What tells that the server ``command`` starts answers: a listing of its nodes,
+    from this process (over TLS trusting the ca.pem beside its certificate, relative
+    to the block's directory); None for shards (their block checks them)."""
     port = re.search(r"--port (\d+)", command)
     if port is None or "--shards" in command:
         return None
     cert = re.search(r"--tls-cert (\S+)", command)
-    if cert is None:
-        return f"tenure ls --url tenure://127.0.0.1:{port[1]}"
-    ca = Path(cert[1]).with_name("ca.pem")
-    return f"tenure ls --url 'tenures://127.0.0.1:{port[1]}?ca={ca}'"
+
+    def listed(where: Path) -> bool:
+        url = f"tenure://127.0.0.1:{port[1]}?connect_timeout=5"
+        if cert is not None:
+            ca = (where / cert[1]).with_name("ca.pem")
+            url = f"tenures://127.0.0.1:{port[1]}?connect_timeout=5&ca={ca}"
+        try:
+            with tenure.sync.connect(url) as client:
+                client.list_nodes()
+        except TenureError:
+            return False
+        return True
+
+    return listed
 
 
 def placed(command: str, substitutions: dict[str, str], places: Places) -> str:
@@ -271,8 +266,7 @@ class BlockRun:
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
             )
-        if line.ready is None and SERVE.match(command):
-            line = replace(line, ready=answers(command))
+        probe = answers(command) if line.ready is None and SERVE.match(command) else None
         started = Started(command, line, proc, log)
         self.background.append(started)
         if line.label is not None:
@@ -283,8 +277,12 @@ class BlockRun:
             assert proc.poll() is None, self.said(f"{command!r} ended (exit {proc.returncode})")
             if line.background is not None and not re.search(line.background, started.output()):
                 return False
+            if probe is not None:
+                return probe(self.where)
             if line.ready is None:
                 return True
+            if not isinstance(line.ready, str):
+                return line.ready(self.places)
             ready = self.places.fill(line.ready)
             done = subprocess.run(
                 self.bash(ready),

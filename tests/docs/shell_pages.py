@@ -14,16 +14,20 @@ from pathlib import Path
 
 import trustme
 
-from tests.docs.shell import Line
+import tenure.sync
+from tests.docs.shell import Line, Places
 
 ROOT = Path(__file__).resolve().parents[2]
 PORCUPINE = ROOT / "tests" / "lincheck" / "data" / "porcupine"
 
-#: The kit narrowed to its mutex module: the whole kit, against a server and from an
-#: installed package, is tests/test_conformance_kit.py's (a minute and more).
+#: The kit narrowed to its mutex module (the whole kit, against a server and from an
+#: installed package, is tests/test_conformance_kit.py's: a minute and more).
+KIT_NARROWED = {
+    "--pyargs tenure.testing.conformance ": "--pyargs tenure.testing.conformance.test_mutex "
+}
 KIT = Line(
     r"-m pytest --pyargs tenure\.testing\.conformance",
-    append=" -q -p no:cacheprovider -k test_mutex",
+    append=" -q -p no:cacheprovider",
     prints=r"\d+ passed",
 )
 
@@ -43,6 +47,8 @@ class ShellBlock:
     env: dict[str, str] = field(default_factory=dict)
     #: The reader's files, made in its directory first.
     files: Callable[[Path], None] | None = None
+    #: Nodes made first (from this process), as the page's story made them.
+    nodes: tuple[str, ...] = ()
     #: Commands run first: what the page says is there already.
     before: tuple[str, ...] = ()
     #: Commands that run in the background through the block (a holder the page's
@@ -52,6 +58,31 @@ class ShellBlock:
     lines: tuple[Line, ...] = ()
     #: A command run after the block, exiting 0 if the block did what the page says.
     check: str = ""
+    #: It takes 5 s or more alone (tests/tiers.py's ``slow``: a cluster, the kit, a
+    #: recovery window waited out).
+    slow: bool = False
+
+
+def leads(node: str, election: str) -> Callable[[Places], bool]:
+    """Whether someone leads ``election`` of ``node`` on the block's server."""
+
+    def check(places: Places) -> bool:
+        url = f"tenure://{places.servers['tenure']}"
+        with tenure.sync.connect(url) as client, client.session(node) as session:
+            return session.election(election).leader() is not None
+
+    return check
+
+
+def held(node: str, name: str) -> Callable[[Places], bool]:
+    """Whether someone holds ``name`` of ``node`` on the block's server."""
+
+    def check(places: Places) -> bool:
+        with tenure.sync.connect(f"tenure://{places.servers['tenure']}") as client:
+            listed = client.list_semaphores(node, prefix=name)
+            return any(s.name == name and s.owners for s in listed)
+
+    return check
 
 
 def scripts(where: Path) -> None:
@@ -67,6 +98,13 @@ def scripts(where: Path) -> None:
     scheduler = where / "run-scheduler"  # a scheduler runs until it is stopped
     scheduler.write_text('#!/bin/sh\necho "run-scheduler token=$TENURE_TOKEN"\nexec sleep 600\n')
     scheduler.chmod(0o755)
+
+
+def celery_project(where: Path) -> None:
+    """proj.py: the reader's Celery app (``celery -A proj``), its broker in memory."""
+    (where / "proj.py").write_text(
+        'from celery import Celery\n\napp = Celery("proj", broker="memory://")\n'
+    )
 
 
 def checkout_links(*names: str) -> Callable[[Path], None]:
@@ -192,15 +230,20 @@ BLOCKS: dict[tuple[str, str], ShellBlock] = {
         check="test -f tenure-data/instance-id",  # "durable state in ./tenure-data"
     ),
     ("README.md", "scripts/bootstrap testing"): ShellBlock(
+        slow=True,
         servers=("tenure",),
-        substitutions={"127.0.0.1:6388": "{tenure}"},
+        substitutions={"127.0.0.1:6388": "{tenure}", **KIT_NARROWED},
         files=checkout_links(".venv"),
         lines=(KIT,),
     ),
     ("docs/backends.md", "python -m pytest --pyargs"): ShellBlock(
-        servers=("tenure",), substitutions={"127.0.0.1:6388": "{tenure}"}, lines=(KIT,)
+        slow=True,
+        servers=("tenure",),
+        substitutions={"127.0.0.1:6388": "{tenure}", **KIT_NARROWED},
+        lines=(KIT,),
     ),
     ("docs/cluster.md", "# three servers"): ShellBlock(
+        slow=True,
         servers=("etcd",),
         substitutions={
             "etcd://e1:2379,e2:2379,e3:2379/prod": "etcd://{etcd}/{unique}",
@@ -222,36 +265,35 @@ BLOCKS: dict[tuple[str, str], ShellBlock] = {
         servers=("tenure",), env=CLI
     ),
     ("docs/integrations.md", "celery -A proj beat -S"): ShellBlock(
+        slow=True,
         servers=("tenure",),
         env={**CLI, "TENURE_NODE": "billing"},
-        files=lambda where: (where / "proj.py").write_text(
-            'from celery import Celery\n\napp = Celery("proj", broker="memory://")\n'
-        ),
-        before=("tenure node create billing",),
+        files=celery_project,
+        nodes=("billing",),
         lines=(
             Line(
                 r"^celery -A proj beat",
-                ready="tenure leader celery-beat --node billing",
+                ready=leads("billing", "celery-beat"),
             ),
         ),
         check="tenure leader celery-beat --node billing | grep -q 'celery beat'",
     ),
     ("docs/integrations.md", "tenure elect celery-beat"): ShellBlock(
+        slow=True,
         servers=("tenure",),
         env=CLI,
-        files=lambda where: (where / "proj.py").write_text(
-            'from celery import Celery\n\napp = Celery("proj", broker="memory://")\n'
-        ),
-        before=("tenure node create billing",),
+        files=celery_project,
+        nodes=("billing",),
         lines=(
             Line(
                 r"^tenure elect celery-beat",
                 background=r"celery beat v\S+ .*is starting",
-                ready="tenure leader celery-beat --node billing",
+                ready=leads("billing", "celery-beat"),
             ),
         ),
     ),
     ("docs/integrations.md", "tenure serve --port 6388"): ShellBlock(
+        slow=True,
         files=checkout_links("examples"),
         substitutions={"<a's pid>": "{pid:a}", "8001": "{port:8001}", "8002": "{port:8002}"},
         lines=(
@@ -297,6 +339,7 @@ BLOCKS: dict[tuple[str, str], ShellBlock] = {
         lines=(Line(r"tenure reload", prints=r"tokens_added"),),
     ),
     ("docs/operations.md", "scripts/start --shards 4"): ShellBlock(
+        slow=True,
         substitutions={"scripts/start": "tenure serve"},
         # The comment's client URL: every shard answers, each node on its one.
         check="tenure ls --url 'tenure://127.0.0.1:{port:6388},127.0.0.1:{port:6388+1},"
@@ -334,6 +377,7 @@ BLOCKS: dict[tuple[str, str], ShellBlock] = {
         ),
     ),
     ("docs/operations.md", "tenure elect scheduler --data"): ShellBlock(
+        slow=True,
         servers=("tenure",),
         env=CLI,
         files=scripts,
@@ -347,13 +391,14 @@ BLOCKS: dict[tuple[str, str], ShellBlock] = {
         ),
     ),
     ("docs/operations.md", "tenure ls                          # the nodes"): ShellBlock(
+        slow=True,
         servers=("tenure",),
         env=CLI,
-        before=("tenure node create billing",),
+        nodes=("billing",),
         beside=(
             (
                 "tenure lock --node billing billing-export -- sleep 60",
-                Line("", ready="tenure describe billing billing-export", stopped=143),
+                Line("", ready=held("billing", "billing-export"), stopped=143),
             ),
         ),
         lines=(
@@ -363,6 +408,7 @@ BLOCKS: dict[tuple[str, str], ShellBlock] = {
         ),
     ),
     ("docs/operations.md", "tenure node create billing --set"): ShellBlock(
+        slow=True,
         servers=("tenure",),
         env=CLI,
         files=a_session,
@@ -377,6 +423,7 @@ BLOCKS: dict[tuple[str, str], ShellBlock] = {
         "tenure cluster status --url tenure://t1:6388,t2:6388,t3:6388   #",
     ): ShellBlock(servers=("cluster",), substitutions=CLUSTER, lines=(STATUS,)),
     ("docs/operations.md", "TENURE_AUTH_TOKEN=... tenure reload --url http://t1"): ShellBlock(
+        slow=True,
         servers=("cluster-auth",),
         substitutions={**ADMIN, "http://t1:9090": "http://{cluster0_http}"},
         lines=(Line(r"tenure reload", prints=r"tokens_added"),),
@@ -397,10 +444,15 @@ BLOCKS: dict[tuple[str, str], ShellBlock] = {
         check="grep -q '<html' t.html",
     ),
     ("docs/testing.md", "pip install 'tenure[testing]'"): ShellBlock(
+        slow=True,
         servers=("tenure",),
         # mybackend://...: a third party's backend, here the repo's dict://NAME (registered
         # by its distribution's entry point, tests/dict_backend/site).
-        substitutions={"127.0.0.1:6388": "{tenure}", "mybackend://...": "dict://docs-kit"},
+        substitutions={
+            "127.0.0.1:6388": "{tenure}",
+            "mybackend://...": "dict://docs-kit",
+            **KIT_NARROWED,
+        },
         env={"PYTHONPATH": f"{ROOT}:{ROOT / 'tests' / 'dict_backend' / 'site'}"},
         lines=(KIT,),
     ),

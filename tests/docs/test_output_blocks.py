@@ -13,11 +13,14 @@ import signal
 import socket
 import subprocess
 import sys
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
+import tenure.sync
+from tenure.errors import NotFoundError
 from tenure.server._audit import ACTS
 from tests.docs.blocks import Block
 from tests.docs.roles import Role, blocks_of, ids, page_of
@@ -26,7 +29,7 @@ from tests.server.wire import WAIT, ServerProcess
 
 OUTPUTS = blocks_of(Role.OUTPUT)
 BIN = Path(sys.executable).parent
-Check = Callable[[Block, Path], None]
+Check = Callable[[Block, Path, pytest.FixtureRequest], None]
 
 
 def masked(text: str) -> list[str]:
@@ -78,17 +81,18 @@ def compare_console(block: Block, where: Path, url: str, *, heads: bool = False)
         assert printed == masked(shown), command
 
 
-def version(block: Block, where: Path) -> None:
+def version(block: Block, where: Path, request: pytest.FixtureRequest) -> None:
     [(command, shown)] = sessions_of(block)
     printed = cli(command, where)
     build = re.search(r"\((\w+) build\)", printed)
-    assert build is not None and build[1] in ("compiled", "pure"), printed
+    assert build is not None, printed
+    assert build[1] in ("compiled", "pure"), printed
     assert printed == shown.replace("(compiled build)", f"({build[1]} build)").replace(
         "0.1.0", printed.split()[1]
     )
 
 
-def holders_and_waiters(block: Block, where: Path) -> None:
+def holders_and_waiters(block: Block, where: Path, request: pytest.FixtureRequest) -> None:
     """A holder of billing-export running ./export.sh, and a waiter with data nightly."""
     (where / "export.sh").write_text("#!/bin/sh\nexec sleep 60\n")
     (where / "export.sh").chmod(0o755)
@@ -97,15 +101,30 @@ def holders_and_waiters(block: Block, where: Path) -> None:
         cli("tenure node create billing", where, url)
         lock = "tenure lock --node billing billing-export"
         holder = background(f"{lock} -- ./export.sh --day 2026-11-22", where, url)
-        until_prints("tenure describe billing billing-export", "1 holder", where, url)
+        until_listed(url, "billing-export", owners=1, waiters=0)
         waiter = background(f"{lock} --data nightly -- true", where, url)
         try:
-            until_prints("tenure describe billing billing-export", "1 waiter", where, url)
+            until_listed(url, "billing-export", owners=1, waiters=1)
             compare_console(block, where, url)
         finally:
             for process in (waiter, holder):
                 os.killpg(process.pid, signal.SIGTERM)
                 process.wait(WAIT)
+
+
+def until_listed(url: str, name: str, **counts: int) -> None:
+    """Until node billing lists the semaphore ``name`` with ``counts`` (owners,
+    waiters), asked from this process."""
+    with tenure.sync.connect(url) as client:
+        for _ in range(300):
+            try:
+                listed = [s for s in client.list_semaphores("billing") if s.name == name]
+            except NotFoundError:  # (the node is not made yet)
+                listed = []
+            if listed and all(getattr(listed[0], key) == n for key, n in counts.items()):
+                return
+            time.sleep(0.1)
+    raise AssertionError(f"{name} never listed with {counts}")
 
 
 SCENARIO = """
@@ -119,7 +138,8 @@ async def main():
         readers = [await s[i].rwlock("catalog").read() for i in range(3)]
         writer = asyncio.ensure_future(s[3].rwlock("catalog").write())
         await s[0].rate_limiter("partner-api", rate=50.0, burst=100).acquire(46)
-        arrivals = [asyncio.ensure_future(s[i].barrier("stage", parties=4).wait(60)) for i in (0, 1)]
+        stage = [s[i].barrier("stage", parties=4) for i in (0, 1)]
+        arrivals = [asyncio.ensure_future(barrier.wait(60)) for barrier in stage]
         await s[0].counter("jobs").add(41)
         await s[4].group("workers").join("worker-1", data=b"10.0.0.5:8080")
         await s[5].group("workers").partition("worker-2", weight=2, data=b"10.0.0.6:8080")
@@ -130,33 +150,37 @@ asyncio.run(main())
 """
 
 
-def recipes(block: Block, where: Path) -> None:
-    """:func:`recipes_held`, each describe's first lines compared (the page shows a
-    recipe's heading and the line under it, "one line under the heading")."""
-    recipes_held(block, where, heads=True)
-
-
-def group(block: Block, where: Path) -> None:
-    """:func:`recipes_held`, the whole of ``tenure group ls`` compared."""
-    recipes_held(block, where, heads=False)
-
-
-def recipes_held(block: Block, where: Path, *, heads: bool) -> None:
-    """The recipes the page describes, held by a program of the reader's: a
-    readers-writer lock (3 readers, a writer waiting), a rate limiter, a barrier (2 of
-    4), a counter at 41, a group (one member plain, one in its partition)."""
+@pytest.fixture(scope="module")
+def recipes_held(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path]]:
+    """The recipes the page describes, held by a program of the reader's (3 readers
+    of catalog and a writer waiting, a rate limiter, 2 of a barrier's 4, a counter at
+    41, a group of a plain member and one in its partition): its server's URL."""
+    where = tmp_path_factory.mktemp("recipes")
     (where / "scenario.py").write_text(SCENARIO)
     with ServerProcess(where / "data", "--fsync", "off") as server:
         url = f"tenure://127.0.0.1:{server.port}"
         program = background(f"exec {sys.executable} scenario.py", where, url)
         try:
-            until_prints("tenure describe billing stage", "2/4 arrived", where, url)
-            until_prints("tenure describe billing catalog", "1 writer waiting", where, url)
-            until_prints("tenure describe billing workers", "1 in its partition", where, url)
-            compare_console(block, where, url, heads=heads)
+            until_listed(url, "stage", owners=2)
+            until_listed(url, "catalog", owners=3, waiters=1)
+            until_listed(url, "workers", owners=2)
+            yield url, where
         finally:
             os.killpg(program.pid, signal.SIGKILL)
             program.wait(WAIT)
+
+
+def recipes(block: Block, where: Path, request: pytest.FixtureRequest) -> None:
+    """Each describe's first lines compared: the page shows a recipe's heading and the
+    line under it ("one line under the heading")."""
+    url, _ = request.getfixturevalue("recipes_held")
+    compare_console(block, where, url, heads=True)
+
+
+def group(block: Block, where: Path, request: pytest.FixtureRequest) -> None:
+    """The whole of ``tenure group ls`` compared."""
+    url, _ = request.getfixturevalue("recipes_held")
+    compare_console(block, where, url)
 
 
 def background(command: str, where: Path, url: str) -> subprocess.Popen[bytes]:
@@ -170,17 +194,6 @@ def background(command: str, where: Path, url: str) -> subprocess.Popen[bytes]:
         stderr=subprocess.DEVNULL,
         start_new_session=True,
     )
-
-
-def until_prints(command: str, text: str, where: Path, url: str) -> None:
-    for _ in range(100):
-        try:
-            if text in cli(command, where, url):
-                return
-        except AssertionError:
-            pass
-        subprocess.run(["sleep", "0.2"], check=True)
-    raise AssertionError(f"{command} never printed {text!r}")
 
 
 def serve_log(args: list[str], env: dict[str, str], where: Path, *, tty: bool) -> list[str]:
@@ -212,7 +225,7 @@ def serve_log(args: list[str], env: dict[str, str], where: Path, *, tty: bool) -
     return [line for line in text.splitlines() if line.strip()]
 
 
-def log_lines(block: Block, where: Path) -> None:
+def log_lines(block: Block, where: Path, request: pytest.FixtureRequest) -> None:
     """The config and listening lines, JSON (stderr not a terminal): a port from the
     environment, a data directory from a flag, an auth file from the config file."""
     tokens = '[[token]]\nname = "deployer"\nsecret = "s1"\naccess = "read-write"\n\n'
@@ -229,7 +242,7 @@ def log_lines(block: Block, where: Path) -> None:
             assert real.get(key) == line.get(key), key
 
 
-def text_lines(block: Block, where: Path) -> None:
+def text_lines(block: Block, where: Path, request: pytest.FixtureRequest) -> None:
     """The same on a terminal: a port from a flag, a data directory from the
     environment."""
     env = {"TENURE_DATA_DIR": str(where / "data")}
@@ -246,7 +259,7 @@ def shape(line: str) -> str:
     return re.sub(r"\b(port|data_dir|instance_id|event_loop|build)=\S+", r"\1=*", line)
 
 
-def start_failed(block: Block, where: Path) -> None:
+def start_failed(block: Block, where: Path, request: pytest.FixtureRequest) -> None:
     """A start on a port another process listens on."""
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
@@ -265,10 +278,9 @@ def start_failed(block: Block, where: Path) -> None:
     assert shape(first) == shape(block.text.strip())
 
 
-def audit_lines(block: Block, where: Path) -> None:
+def audit_lines(block: Block, where: Path, request: pytest.FixtureRequest) -> None:
     """The audit log of a node made, a session a quota refused, a failed login: each
     line has the page's fields, and its act, outcome and what are the page's."""
-    import tenure.sync  # (late: only this check needs a client)
     from tenure.errors import AuthenticationError, LimitExceededError
 
     (where / "auth.toml").write_text(
@@ -282,9 +294,12 @@ def audit_lines(block: Block, where: Path) -> None:
         url = f"tenure://127.0.0.1:{server.port}"
         with tenure.sync.connect(f"{url}?token=d") as deployer:
             deployer.create_node("jobs")
-        with tenure.sync.connect(f"{url}?token=t") as tenant, tenant.session("jobs"):
-            with pytest.raises(LimitExceededError):
-                tenant.session("jobs").close()
+        with (
+            tenure.sync.connect(f"{url}?token=t") as tenant,
+            tenant.session("jobs"),
+            pytest.raises(LimitExceededError),
+        ):
+            tenant.session("jobs").close()
         with pytest.raises(AuthenticationError), tenure.sync.connect(f"{url}?token=wrong") as c:
             c.list_nodes()
         server.signal(signal.SIGTERM)
@@ -298,7 +313,7 @@ def audit_lines(block: Block, where: Path) -> None:
         assert masked(json.dumps(real["what"])) == masked(json.dumps(line["what"]))
 
 
-def witness(block: Block, where: Path) -> None:
+def witness(block: Block, where: Path, request: pytest.FixtureRequest) -> None:
     """lincheck's witness of a kv history whose lines 1, 3 and 5 are the page's."""
     events = [
         ("invoke", 0, "put", "x"),
@@ -360,6 +375,17 @@ def test_every_output_block_has_one_check_and_every_check_a_block() -> None:
     assert len(found) == len(OUTPUTS)
 
 
-@pytest.mark.parametrize("block", OUTPUTS, ids=ids(OUTPUTS))
-def test_an_output_block_is_what_its_command_prints(block: Block, tmp_path: Path) -> None:
-    check_of(block)(block, tmp_path)
+#: The checks that take 5 s or more alone (tests/tiers.py's ``slow``): a holder and a
+#: waiter started by the CLI, the recipes' program.
+SLOW = frozenset({holders_and_waiters, recipes, group})
+
+
+@pytest.mark.parametrize(
+    "block",
+    [pytest.param(b, marks=[pytest.mark.slow] if check_of(b) in SLOW else []) for b in OUTPUTS],
+    ids=ids(OUTPUTS),
+)
+def test_an_output_block_is_what_its_command_prints(
+    block: Block, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    check_of(block)(block, tmp_path, request)

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+import tenure.sync
 from tests.cluster.harness import TenureCluster
 from tests.docs.blocks import ROOT, Block
 from tests.docs.conftest import DocServers
@@ -80,15 +81,14 @@ def block_servers(
                     cluster = docs_servers.cluster(etcd)
                 else:
                     (tmp_path / "auth.toml").write_text(AUTH)
-                    extra = ("--auth-file", str(tmp_path / "auth.toml"))
-                    cluster = TenureCluster(
-                        tmp_path / "cluster", etcd.endpoints, extra=extra
-                    ).open()
+                    auth = ("--auth-file", str(tmp_path / "auth.toml"))
+                    cluster = TenureCluster(tmp_path / "cluster", etcd.endpoints, extra=auth)
+                    cluster.open()
                     own.append(cluster)
-                found["cluster"] = ",".join(server.address for server in cluster.servers)
-                for i, server in enumerate(cluster.servers):
-                    found[f"cluster{i}"] = server.address
-                    found[f"cluster{i}_http"] = f"127.0.0.1:{server.http_port}"
+                found["cluster"] = ",".join(member.address for member in cluster.servers)
+                for i, member in enumerate(cluster.servers):
+                    found[f"cluster{i}"] = member.address
+                    found[f"cluster{i}_http"] = f"127.0.0.1:{member.http_port}"
             elif kind == "etcd":
                 found["etcd"] = ",".join(request.getfixturevalue("etcd_member").endpoints)
             else:
@@ -102,7 +102,12 @@ def block_servers(
             server.close() if isinstance(server, TenureCluster) else server.kill()
 
 
-@pytest.mark.parametrize("block", SHELL, ids=ids(SHELL))
+@pytest.mark.parametrize(
+    "block",
+    # (slow by the page's word on the block, not by its line: a line moves with every edit)
+    [pytest.param(b, marks=[pytest.mark.slow] if context_of(b).slow else []) for b in SHELL],
+    ids=ids(SHELL),
+)
 def test_a_shell_block_runs_as_the_page_says(
     block: Block, tmp_path: Path, block_servers: Callable[[ShellBlock], dict[str, str]]
 ) -> None:
@@ -119,6 +124,10 @@ def test_a_shell_block_runs_as_the_page_says(
     }
     env.update({key: places.fill(value) for key, value in context.env.items()})
     run = BlockRun(where, env, places)
+    if context.nodes:
+        with tenure.sync.connect(f"tenure://{places.servers['tenure']}") as client:
+            for node in context.nodes:
+                client.create_node(node)
     try:
         for command in context.before:
             run.run(places.fill(command), Line(""))
