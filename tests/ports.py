@@ -34,6 +34,7 @@ __all__ = [
     "REMEMBERED",
     "chosen_ports",
     "free_port",
+    "free_ports",
     "worker_share",
 ]
 
@@ -113,3 +114,25 @@ def free_port() -> int:
         _handed_set.add(port)
         return port
     raise RuntimeError(f"no free port of worker {index}'s share in {MAX_ASKS} asks")
+
+
+def _keep(port: int) -> None:
+    if len(_handed) == _handed.maxlen:
+        _handed_set.discard(_handed[0])
+    _handed.append(port)
+    _handed_set.add(port)
+
+
+def free_ports(count: int) -> int:
+    """The first of ``count`` ports in a row free right now (``tenure serve --shards N
+    --port P`` listens on P to P+N-1): the first as :func:`free_port` hands one out,
+    the others free too and kept from this process's later asks (they may be of
+    another worker's share: two workers may still race for them)."""
+    for _ in range(MAX_ASKS):
+        first = free_port()
+        rest = range(first + 1, first + count)
+        if all(port not in _handed_set and _candidate(range(port, port + 1)) for port in rest):
+            for port in rest:
+                _keep(port)
+            return first
+    raise RuntimeError(f"no {count} free ports in a row in {MAX_ASKS} asks")

@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 
+import tenure.sync
 from tests.server.wire import ServerProcess
 
 REPO = Path(__file__).resolve().parent.parent
@@ -131,9 +132,29 @@ def test_the_kit_passes_on_memory_from_an_installed_package(
     assert counts.get("skipped", 0) == sum(map(int, elsewhere)), output
 
 
+def _nodes_and_semaphores(url: str) -> dict[str, list[tuple[str, int, int, int]]]:
+    """Every node of the server at ``url``: its semaphores (name, limit, tokens held,
+    owners) and no live session (the kit's are all closed)."""
+    with tenure.sync.connect(url) as client:
+        assert all(client.list_sessions(node) == [] for node in client.list_nodes())
+        return {
+            node: [(s.name, s.limit, s.count, s.owners) for s in client.list_semaphores(node)]
+            for node in client.list_nodes()
+        }
+
+
 def test_the_kit_passes_on_a_tenure_server(installed: Path, tmp_path: Path) -> None:
     with ServerProcess(tmp_path / "data", "--fsync", "off") as server:
-        output, counts = _kit(installed, f"tenure://127.0.0.1:{server.port}", tmp_path)
+        url = f"tenure://127.0.0.1:{server.port}"
+        with tenure.sync.connect(url) as client:  # what a user had there before
+            client.create_node("billing")
+            with client.session("billing") as session:
+                session.semaphore("pool").create(limit=3, data=b"kept")
+        before = _nodes_and_semaphores(url)
+        output, counts = _kit(installed, url, tmp_path)
+        # Issue 57: the kit left 7 nodes behind (configured-..., listed-...-a/b/c...),
+        # where docs/testing.md says it touches nothing but its own, dropped.
+        assert _nodes_and_semaphores(url) == before == {"billing": [("pool", 3, 0, 0)]}
     assert counts["passed"] > 120, output
     # Only what the kit cannot do to a server skips: no capability is missing.
     assert "does not declare" not in output

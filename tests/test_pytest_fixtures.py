@@ -10,9 +10,7 @@ project's bug, and with the mistakes the fixtures refuse.
 from __future__ import annotations
 
 import importlib.util
-import re
 import sys
-import textwrap
 from pathlib import Path
 
 import pytest
@@ -213,37 +211,3 @@ def test_without_pytest_asyncio_the_async_client_says_what_is_missing(
     result = pytester.runpytest(*RUN, "-p", "no:tenure", "-p", "no:asyncio", plugins=[alone])
     result.assert_outcomes(passed=1, errors=1)
     result.stdout.fnmatch_lines(["*tenure_client is an async fixture: it needs pytest-asyncio*"])
-
-
-def python_blocks(path: Path, containing: str) -> list[str]:
-    """The Python blocks of the doc at ``path`` (from the repository's root) that
-    contain ``containing``."""
-    text = (ROOT / path).read_text()
-    blocks = re.findall(r"```python\n(.*?)```", text, flags=re.DOTALL)
-    return [block for block in blocks if containing in block]
-
-
-def test_the_docs_example_runs_as_a_projects_tests(pytester: pytest.Pytester) -> None:
-    [block] = python_blocks(Path("docs/integrations.md"), "tenure_recorder")
-    pytester.makepyfile(test_docs=block)
-    result = pytester.runpytest(*RUN)
-    result.assert_outcomes(passed=2)
-
-
-def test_the_readmes_example_runs_with_its_code_under_test(pytester: pytest.Pytester) -> None:
-    [block] = python_blocks(Path("README.md"), "tenure_recorder")
-    code_under_test = """
-        import asyncio
-
-        import pytest
-
-        pytestmark = pytest.mark.asyncio
-
-
-        async def export_report(client):
-            async with client.session("app") as session, session.mutex("report"):
-                await asyncio.sleep(0)
-        """
-    pytester.makepyfile(test_readme=textwrap.dedent(code_under_test) + "\n\n" + block)
-    result = pytester.runpytest(*RUN)
-    result.assert_outcomes(passed=1)

@@ -244,6 +244,26 @@ TIERS: Final[dict[str, tuple[str, ...]]] = {
     "tests/deploy/test_k8s.py": UNIT,  # the manifests against bundled schemas, in process
     "tests/install/test_imports.py::test_every_entry_of_the_needs_table_names_a_module": UNIT,
     "tests/install/test_docs_installs.py": UNIT,  # the docs read
+    # The docs' blocks (issue 57): which runner takes each, and the checks read from
+    # the pages alone, are the unit tier's; running them is the service tier's. Their
+    # slow ones are marked where the block's context is (ShellBlock.slow,
+    # test_output_blocks.SLOW): a block's test id is its line, which moves.
+    "tests/docs/test_coverage.py": UNIT,
+    "tests/docs/test_config_blocks.py": UNIT,  # parsed and loaded by our loaders
+    "tests/docs/test_pytest_blocks.py": UNIT,  # pytester, in this process, on memory://
+    **dict.fromkeys(
+        (
+            "tests/docs/test_python_blocks.py::test_every_name_a_block_reads_is_given_by_its_page",
+            "tests/docs/test_python_blocks.py::"
+            "test_every_page_with_python_blocks_has_its_context_and_every_hook_its_block",
+            "tests/docs/test_shell_blocks.py::test_every_block_context_names_one_block",
+            "tests/docs/test_shell_blocks.py::test_a_skipped_install_installs_what_its_comment_says",
+            "tests/docs/test_output_blocks.py::"
+            "test_every_output_block_has_one_check_and_every_check_a_block",
+            "tests/docs/test_sql_blocks.py::test_the_page_quotes_the_fences_own_sql",
+        ),
+        UNIT,
+    ),
 }
 
 
@@ -258,6 +278,10 @@ ONE_WORKER: Final[dict[str, str]] = {
     "tests/js_client/test_js_client.py": "npm ci and tsc of clients/js (5-10 s)",
     "tests/js_client/test_readme_blocks.py": "both packages packed, an app installed (1-3 min)",
     "tests/install/test_checkout.py": "a copy of the checkout and the venv scripts/start makes",
+    "tests/docs/test_python_blocks.py": (
+        "a process per page running its blocks in order, and the servers each page names "
+        "(a cluster, a YDB face...): each started once"
+    ),
 }
 
 

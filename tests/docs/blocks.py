@@ -40,6 +40,8 @@ class Block:
     #: The first word of the fence's info string (``python``, ``sh``, ``ts``...), or "".
     lang: str
     text: str
+    #: The words of the info string after the language (``output`` in ```` ```json output````).
+    tags: tuple[str, ...] = ()
 
     @property
     def name(self) -> str:
@@ -54,13 +56,39 @@ def _parser() -> MarkdownIt:
 
 def blocks(page: Path) -> list[Block]:
     """The fenced code blocks of ``page``, in order (indented code is not a fence)."""
+    return list(_read(page))
+
+
+@cache
+def _read(page: Path) -> tuple[Block, ...]:
+    # Read once per process: the pages do not change while the tests run.
     tokens = _parser().parse(page.read_text())
     found = []
     for token in tokens:
         if token.type == "fence" and token.map is not None:
-            info = token.info.strip().split(maxsplit=1)
-            found.append(Block(page, token.map[0] + 1, info[0] if info else "", token.content))
-    return found
+            words = token.info.split()
+            lang, tags = (words[0], tuple(words[1:])) if words else ("", ())
+            found.append(Block(page, token.map[0] + 1, lang, token.content, tags))
+    return tuple(found)
+
+
+#: The pages whose TypeScript blocks the TypeScript runner (tests/js_client) runs: every
+#: one of them, and no test here runs any (the coverage test counts them as its).
+TYPESCRIPT_PAGES = ("clients/js/README.md", "clients/js/effect/README.md")
+
+#: The languages of a TypeScript (or JavaScript) block.
+TYPESCRIPT = frozenset({"ts", "typescript", "js", "javascript"})
+
+
+def typescript_blocks() -> list[Block]:
+    """The blocks the TypeScript runner runs: every TypeScript block of
+    :data:`TYPESCRIPT_PAGES`."""
+    return [
+        block
+        for page in TYPESCRIPT_PAGES
+        for block in blocks(ROOT / page)
+        if block.lang in TYPESCRIPT
+    ]
 
 
 def every_block() -> list[Block]:

@@ -20,12 +20,20 @@ from tenure._protocol import (
 )
 from tenure._protocol.cluster import MEMBER_VIEW
 from tenure._protocol.messages import MESSAGE, version_refusal
+from tenure._protocol.payload_records import (
+    BROKEN_DEADLOCK,
+    CLIENT_IDENTITY,
+    SEMAPHORE_SUMMARY,
+    SESSION_SUMMARY,
+)
 from tenure._protocol.payloads import (
     ACQUIRE_STATUS,
     COMMAND,
     EFFECT,
+    HELD_GRANT,
     NODE_CONFIG,
     OWNER_INFO,
+    QUEUED_ACQUIRE,
     SEMAPHORE_DESCRIPTION,
     VALUE,
     WAITER_INFO,
@@ -34,6 +42,8 @@ from tenure._protocol.payloads import (
 from tenure._protocol.state import render
 from tenure._protocol.wire import Record
 from tenure.errors import ErrorCode
+from tests.docs.blocks import Block
+from tests.docs.roles import Role, blocks_of, ids
 from tests.protocol.helpers import raw_frame
 
 DOC = (Path(__file__).resolve().parents[2] / "docs" / "protocol.md").read_text(encoding="utf-8")
@@ -103,3 +113,28 @@ def test_the_annotated_example_adds_up():
     table = DOC[DOC.index("| bytes | meaning |") :].split("\n\n")[0]
     annotated = "".join(re.findall(r"^\| `([0-9a-f ]+)` \|", table, re.MULTILINE))
     assert bytes.fromhex(annotated) == raw_frame(EXAMPLES[0])
+
+
+#: What a text block of docs/protocol.md may hold: the codec's layouts, a line each
+#: (those above, and the records inside them).
+LAYOUT_LINES = {
+    f"{record.name} = {layout(record)}"
+    for record in [
+        *RECORDS,
+        CLIENT_IDENTITY,
+        BROKEN_DEADLOCK,
+        SEMAPHORE_SUMMARY,
+        SESSION_SUMMARY,
+        HELD_GRANT,
+        QUEUED_ACQUIRE,
+    ]
+}
+
+
+@pytest.mark.parametrize("block", blocks_of(Role.PROTOCOL), ids=ids(blocks_of(Role.PROTOCOL)))
+def test_every_layout_and_frame_block_is_the_codecs_own(block: Block) -> None:
+    # The page's text blocks (tests/docs/roles.py), each either layouts the codec
+    # has, a line each, or one frame of its worked examples, byte for byte.
+    lines = block.text.splitlines()
+    frames = {raw_frame(message).hex(" ") for message in EXAMPLES}
+    assert set(lines) <= LAYOUT_LINES or (len(lines) == 1 and lines[0] in frames), block.name

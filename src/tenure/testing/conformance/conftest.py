@@ -17,6 +17,8 @@ A harness whose server is missing skips on a developer machine but *fails* in CI
 Per test: ``client`` is connected and has created the fresh node ``node``;
 ``client2`` is a second client on the same state (for ``memory://`` both use
 ``memory://<unique name>``, so they share one engine); ``make_client`` makes more.
+A node a test makes besides ``node`` is named through ``drop_at_end``, which drops it
+at the test's end: against a shared server the kit leaves the nodes as it found them.
 """
 
 from __future__ import annotations
@@ -30,7 +32,16 @@ import pytest_asyncio
 import tenure
 from tenure.testing._clock import FakeClock
 
-from .harness import Expire, Harness, MakeClient, Network, in_ci, selected_harnesses, unique
+from .harness import (
+    DropAtEnd,
+    Expire,
+    Harness,
+    MakeClient,
+    Network,
+    in_ci,
+    selected_harnesses,
+    unique,
+)
 from .processes import Processes
 from .support import reap_spawned
 
@@ -194,6 +205,24 @@ async def client(
 def node(client: tenure.Client, node_name: str) -> str:
     """The name of this test's node, created by ``client``."""
     return node_name
+
+
+@pytest_asyncio.fixture
+async def drop_at_end(backend: Harness, client: tenure.Client) -> AsyncIterator[DropAtEnd]:
+    """``drop_at_end(name)``: returns ``name``, a node the test makes besides ``node``,
+    which is dropped (with force) at the test's end however the test ended, as ``node``
+    is: the kit leaves a server's nodes as it found them."""
+    names: list[str] = []
+
+    def register(name: str) -> str:
+        names.append(name)
+        return name
+
+    try:
+        yield register
+    finally:
+        for name in names:
+            await backend.cleanup(name)
 
 
 @pytest_asyncio.fixture

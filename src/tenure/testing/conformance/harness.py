@@ -42,6 +42,10 @@ MakeClient = Callable[[], Awaitable[tenure.Client]]
 #: ``await expire(session)``: drop its connection and let its recovery window pass.
 Expire = Callable[[tenure.Session], Awaitable[None]]
 
+#: ``drop_at_end(name)``: ``name``, a node the test makes beside ``node``, to be dropped
+#: at the test's end.
+DropAtEnd = Callable[[str], str]
+
 
 def unique(prefix: str) -> str:
     """A name no other test (nor an earlier run against a persistent server) uses."""

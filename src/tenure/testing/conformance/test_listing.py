@@ -21,7 +21,7 @@ import tenure
 from tenure.errors import InvalidArgumentError, NotFoundError, SessionExpiredError
 from tenure.testing._clock import FakeClock
 
-from .harness import Harness, unique
+from .harness import DropAtEnd, Harness, unique
 from .support import spawn, wait_for_waiters, within
 
 #: How far a store's clock (on this machine: the tests reach loopback only) may be
@@ -54,9 +54,11 @@ def this_host() -> str:
     return socket.gethostname().encode("utf-8", "replace")[:1024].decode("utf-8", "ignore")
 
 
-async def test_nodes_are_listed_sorted(client: tenure.Client, node: str) -> None:
+async def test_nodes_are_listed_sorted(
+    client: tenure.Client, node: str, drop_at_end: DropAtEnd
+) -> None:
     prefix = unique("listed")
-    names = [f"{prefix}-b", f"{prefix}-a", f"{prefix}-c"]
+    names = [drop_at_end(f"{prefix}-{letter}") for letter in "bac"]
     for name in names:
         await client.create_node(name)
 
@@ -234,7 +236,7 @@ async def test_kill_session_ends_it_and_serves_the_next_waiter(
 
 
 async def test_listing_or_killing_on_a_missing_node_or_session_is_not_found(
-    client: tenure.Client, node: str
+    client: tenure.Client, node: str, drop_at_end: DropAtEnd
 ) -> None:
     missing = unique("missing")
     with pytest.raises(NotFoundError):
@@ -243,7 +245,7 @@ async def test_listing_or_killing_on_a_missing_node_or_session_is_not_found(
         await client.list_sessions(missing)
     with pytest.raises(NotFoundError):
         await client.kill_session(missing, 1)
-    other = unique("other")
+    other = drop_at_end(unique("other"))
     await client.create_node(other)
     async with client.session(other) as elsewhere:
         with pytest.raises(NotFoundError):

@@ -13,12 +13,14 @@ from tenure.errors import (
     SessionClosedError,
 )
 
-from .harness import unique
+from .harness import DropAtEnd, unique
 from .support import hold_in_block, spawn, wait_for_waiters, within
 
 
-async def test_create_node_with_settings_and_describe_it(client: tenure.Client) -> None:
-    name = unique("configured")
+async def test_create_node_with_settings_and_describe_it(
+    client: tenure.Client, drop_at_end: DropAtEnd
+) -> None:
+    name = drop_at_end(unique("configured"))
     await client.create_node(name, recovery_window=12.0, max_waiters=7, max_data_size=100)
 
     description = await client.describe_node(name)
@@ -31,8 +33,10 @@ async def test_create_node_with_settings_and_describe_it(client: tenure.Client) 
     assert (description.sessions, description.semaphores) == (0, 0)
 
 
-async def test_create_node_from_a_config_with_overrides(client: tenure.Client) -> None:
-    name = unique("from-config")
+async def test_create_node_from_a_config_with_overrides(
+    client: tenure.Client, drop_at_end: DropAtEnd
+) -> None:
+    name = drop_at_end(unique("from-config"))
     config = tenure.NodeConfig(recovery_window=20.0, max_semaphores=5)
     await client.create_node(name, config, recovery_window=30)
 
@@ -42,8 +46,10 @@ async def test_create_node_from_a_config_with_overrides(client: tenure.Client) -
 
 
 @pytest.mark.requires(tenure.Capability.LOCK_DELAY)
-async def test_a_node_keeps_its_lock_delay(client: tenure.Client, client2: tenure.Client) -> None:
-    name = unique("delayed")
+async def test_a_node_keeps_its_lock_delay(
+    client: tenure.Client, client2: tenure.Client, drop_at_end: DropAtEnd
+) -> None:
+    name = drop_at_end(unique("delayed"))
     await client.create_node(name, lock_delay=0.5)
     assert (await client2.describe_node(name)).config.lock_delay == 0.5
     await client2.alter_node(name, lock_delay=1.5)
@@ -51,7 +57,7 @@ async def test_a_node_keeps_its_lock_delay(client: tenure.Client, client2: tenur
 
 
 async def test_create_node_exist_ok_leaves_an_existing_node_alone(
-    client: tenure.Client, node: str
+    client: tenure.Client, node: str, drop_at_end: DropAtEnd
 ) -> None:
     await client.alter_node(node, max_waiters=3)
     with pytest.raises(AlreadyExistsError):
@@ -60,7 +66,7 @@ async def test_create_node_exist_ok_leaves_an_existing_node_alone(
     await client.create_node(node, exist_ok=True, max_waiters=9)  # no error, no change
 
     assert (await client.describe_node(node)).config.max_waiters == 3
-    fresh = unique("fresh")
+    fresh = drop_at_end(unique("fresh"))
     await client.create_node(fresh, exist_ok=True, max_waiters=9)
     assert (await client.describe_node(fresh)).config.max_waiters == 9
     await client.drop_node(fresh)
@@ -89,11 +95,11 @@ async def test_alter_node_returns_and_keeps_the_new_settings(
 
 
 async def test_the_old_name_of_the_recovery_window_still_works_with_a_warning(
-    client: tenure.Client, node: str
+    client: tenure.Client, node: str, drop_at_end: DropAtEnd
 ) -> None:
     """``session_timeout`` was the name of ``recovery_window`` (and still is in every
     store's records): create_node and alter_node take it, warning at the caller."""
-    name = unique("old-name")
+    name = drop_at_end(unique("old-name"))
     with pytest.warns(DeprecationWarning, match="now called recovery_window") as caught:
         await client.create_node(name, session_timeout=9.0)
     assert [w.filename for w in caught] == [__file__]
