@@ -74,7 +74,11 @@ def _read(page: Path) -> tuple[Block, ...]:
 
 #: The pages whose TypeScript blocks the TypeScript runner (tests/js_client) runs: every
 #: one of them, and no test here runs any (the coverage test counts them as its).
-TYPESCRIPT_PAGES = ("clients/js/README.md", "clients/js/effect/README.md")
+TYPESCRIPT_PAGES = ("clients/js/README.md", "clients/js/effect/README.md", "docs/javascript.md")
+#: The pages whose ``sh`` and ``json`` blocks are the TypeScript runner's too: the
+#: clients' READMEs, whose ``npm install`` lines install its app and whose ``json``
+#: block is that app's ``tsconfig.json``.
+TYPESCRIPT_SETUP_PAGES = ("clients/js/README.md", "clients/js/effect/README.md")
 
 #: The languages of a TypeScript (or JavaScript) block.
 TYPESCRIPT = frozenset({"ts", "typescript", "js", "javascript"})

@@ -17,8 +17,9 @@ exactly one, and every exemption to a block that exists.
   where it is ours;
 * ``sql``: run in a real PostgreSQL;
 * ``text`` of docs/protocol.md: a layout or a frame, which must be the codec's own;
-* ``ts`` of :data:`~tests.docs.blocks.TYPESCRIPT_PAGES`: the TypeScript runner's
-  (tests/js_client).
+* ``ts`` of :data:`~tests.docs.blocks.TYPESCRIPT_PAGES`, and the ``sh`` and ``json``
+  of :data:`~tests.docs.blocks.TYPESCRIPT_SETUP_PAGES` (its app's install and
+  ``tsconfig.json``): the TypeScript runner's (tests/js_client).
 """
 
 from __future__ import annotations
@@ -28,7 +29,14 @@ import re
 from dataclasses import dataclass
 from functools import cache
 
-from tests.docs.blocks import ROOT, TYPESCRIPT, TYPESCRIPT_PAGES, Block, every_block
+from tests.docs.blocks import (
+    ROOT,
+    TYPESCRIPT,
+    TYPESCRIPT_PAGES,
+    TYPESCRIPT_SETUP_PAGES,
+    Block,
+    every_block,
+)
 
 
 class Role(enum.Enum):
@@ -67,11 +75,6 @@ _BENCH = (
 _FIXED = (
     "the output of a bug since fixed, quoted from the run that found it: no run prints it any more"
 )
-_JS_PAGE = (
-    "TypeScript outside the TypeScript runner's pages (TYPESCRIPT_PAGES: the clients' "
-    "READMEs, whose blocks it runs); a fragment whose {names} are the reader's"
-)
-
 #: The blocks no runner takes, each with its reason. Keep it short: what can run, runs.
 EXEMPT: tuple[Exemption, ...] = (
     Exemption("docs/deploy.md", "docker build", "docker: no Docker engine runs in the tests"),
@@ -94,31 +97,9 @@ EXEMPT: tuple[Exemption, ...] = (
         "etcdctl: not installed for the tests (Debian's etcd-client; they start etcd-server "
         "alone), and its `user add` asks for each password on a terminal",
     ),
-    Exemption(
-        "clients/js/README.md",
-        "cd clients/js && npm ci && npm run build",
-        "run by the TypeScript runner as its install (tests/js_client: npm ci and npm run "
-        "build in clients/js), which every TypeScript block of the page needs first",
-    ),
-    Exemption(
-        "clients/js/effect/README.md",
-        "cd clients/js && npm ci && npm run build && cd effect",
-        "run by the TypeScript runner as its install (tests/js_client: npm ci and npm run "
-        "build in clients/js, then npm ci and its build in clients/js/effect)",
-    ),
     Exemption("docs/benchmarks.md", "scripts/bench --quick", _BENCH),
     Exemption("docs/benchmarks-etcd.md", "scripts/bench --quick", _BENCH),
     Exemption("docs/benchmarks-cluster.md", "scripts/bench --quick", _BENCH),
-    Exemption(
-        "docs/javascript.md",
-        'import { connect } from "tenure-client";',
-        _JS_PAGE.format(names="writeWithFence"),
-    ),
-    Exemption(
-        "docs/javascript.md",
-        'import { Effect, Schedule } from "effect";',
-        _JS_PAGE.format(names="doWork"),
-    ),
     Exemption("docs/concepts.md", " your code ─ tenure.client", _DIAGRAM),
     Exemption("docs/protocol.md", "+--------+", _DIAGRAM),
     Exemption("docs/protocol.md", "client                                   server", _DIAGRAM),
@@ -164,6 +145,8 @@ def role_of(block: Block) -> Role | None:
     page = page_of(block)
     if block.lang in TYPESCRIPT:
         return Role.TYPESCRIPT if page in TYPESCRIPT_PAGES else None
+    if page in TYPESCRIPT_SETUP_PAGES and block.lang in _SHELL | {"json"}:
+        return Role.TYPESCRIPT  # (its app's install lines and tsconfig.json)
     if "output" in block.tags or block.lang == "console":
         return Role.OUTPUT
     if block.lang == "python":

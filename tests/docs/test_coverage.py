@@ -6,7 +6,13 @@ from __future__ import annotations
 
 from collections import Counter
 
-from tests.docs.blocks import ROOT, TYPESCRIPT, every_block, typescript_blocks
+from tests.docs.blocks import (
+    ROOT,
+    TYPESCRIPT,
+    TYPESCRIPT_SETUP_PAGES,
+    every_block,
+    typescript_blocks,
+)
 from tests.docs.roles import EXEMPT, Role, blocks_of, exemption_of, page_of, role_of
 
 
@@ -35,7 +41,12 @@ def test_every_exemption_says_why() -> None:
 def test_the_typescript_runner_takes_every_typescript_block_of_its_pages() -> None:
     # The agreement with the TypeScript runner (tests/js_client): it runs all of
     # typescript_blocks(), and every other TypeScript block is exempt, saying why.
-    assert blocks_of(Role.TYPESCRIPT) == typescript_blocks() != []
+    taken = blocks_of(Role.TYPESCRIPT)
+    assert {b for b in taken if b.lang in TYPESCRIPT} == set(typescript_blocks()) != set()
+    # The rest are its app's setup: the install lines and the tsconfig.json it reads.
+    setup = [b for b in taken if b.lang not in TYPESCRIPT]
+    assert {b.lang for b in setup} == {"sh", "json"}
+    assert {page_of(b) for b in setup} == set(TYPESCRIPT_SETUP_PAGES)
     elsewhere = [b for b in every_block() if b.lang in TYPESCRIPT and b not in typescript_blocks()]
     assert all(role_of(block) is Role.EXEMPT for block in elsewhere)
 

@@ -24,18 +24,10 @@ from typing import Final
 
 import pytest
 
-from tests.docs.blocks import ROOT, Block, blocks
+from tests.docs.blocks import ROOT, TYPESCRIPT_SETUP_PAGES, Block, blocks, typescript_blocks
 from tests.js_client.npm import EFFECT_DIR, JS_DIR, NPM_CI_S, NPM_TEST_S, env, packages_ready, run
 from tests.js_client.serving import serving
 
-#: The pages whose TypeScript blocks run here.
-PAGES: Final = (
-    ROOT / "clients" / "js" / "README.md",
-    ROOT / "clients" / "js" / "effect" / "README.md",
-    ROOT / "docs" / "javascript.md",
-)
-#: The fence languages that are TypeScript (or JavaScript, which tsc compiles as well).
-LANGS: Final = frozenset({"ts", "typescript", "js"})
 #: The address every block names: the port is replaced by its server's.
 ADDRESS: Final = "127.0.0.1:6388"
 #: Where the READMEs' install lines find the tarballs.
@@ -47,8 +39,14 @@ PRINTS: Final = re.compile(r"//.*?\bprints: (.*)$", re.MULTILINE)
 
 
 def ts_blocks() -> list[Block]:
-    """The TypeScript blocks of :data:`PAGES`, in order."""
-    return [block for page in PAGES for block in blocks(page) if block.lang in LANGS]
+    """The TypeScript blocks of the pages whose every TypeScript block runs here
+    (:data:`tests.docs.blocks.TYPESCRIPT_PAGES`), in order."""
+    return typescript_blocks()
+
+
+#: The READMEs whose ``sh`` blocks' install lines make the app, and whose ``json``
+#: block (the first page's) is its ``tsconfig.json``.
+SETUP: Final = tuple(ROOT / page for page in TYPESCRIPT_SETUP_PAGES)
 
 
 def _stem(block: Block) -> str:
@@ -59,7 +57,7 @@ def _stem(block: Block) -> str:
 def _install_lines() -> list[str]:
     """The ``npm install`` lines of the READMEs' ``sh`` blocks, in order."""
     lines = []
-    for page in PAGES[:2]:
+    for page in SETUP:
         for block in blocks(page):
             if block.lang == "sh":
                 lines += [
@@ -70,7 +68,7 @@ def _install_lines() -> list[str]:
 
 def _tsconfig() -> str:
     """clients/js/README.md's ``json`` block: the settings it tells a user to use."""
-    (found,) = [block.text for block in blocks(PAGES[0]) if block.lang == "json"]
+    (found,) = [block.text for block in blocks(SETUP[0]) if block.lang == "json"]
     json.loads(found)  # (it is JSON)
     return found
 
