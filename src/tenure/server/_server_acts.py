@@ -267,18 +267,18 @@ class BackupReading:
                 if not part:  # read to its end
                     fields = log_backup(self.stream)
                     self.acts.record(self.conn, "backup", "ok", **fields)
-                    self._stop()
+                    self._stop(ErrorCode.INTERNAL, None)
                     await self.stream.close()
         except (BackupFailedError, OSError) as error:
             log.warning("a backup read over the native protocol failed: %s", error)
-            self._stop("the backup failed (the server's log says why)")
+            self._stop(ErrorCode.INTERNAL, "the backup failed (the server's log says why)")
             await self.stream.close()
         finally:
             self._task = None
 
-    def _stop(self, why: str | None = None) -> None:
-        """Over: its place given back at once, forgotten; the reads still queued failed
-        with ``why`` (None: nobody to tell)."""
+    def _stop(self, code: ErrorCode, why: str | None) -> None:
+        """Over: its place given back at once, forgotten; the reads still queued answered
+        ``code`` and ``why`` (None: nobody to tell)."""
         if self._over:
             return
         self._over = True
@@ -287,18 +287,18 @@ class BackupReading:
         while self._asked:
             request = self._asked.popleft()
             if why is not None:
-                self.acts.fail(self.conn, request, ErrorCode.INTERNAL, why)
+                self.acts.fail(self.conn, request, code, why)
 
     def give_up(self, why: str | None = None) -> None:
         """Stop it: its connection went (``why`` None: nobody to tell), or began another
-        backup (its reads still queued are answered ``why``). Its child or process is
-        stopped in a task of its own."""
+        backup (its reads still queued are answered CANCELLED, ``why``). Its child or
+        process is stopped in a task of its own."""
         if self._over:
             return
         task, self._task = self._task, None
         if task is not None:
             task.cancel()
-        self._stop(why)
+        self._stop(ErrorCode.CANCELLED, why)
         closing = asyncio.ensure_future(self.stream.close())
         closing.add_done_callback(_retrieved)
 
