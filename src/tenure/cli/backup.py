@@ -27,9 +27,10 @@ import os
 import ssl
 import urllib.error
 import urllib.request
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any, Final
+from typing import IO, TYPE_CHECKING, Any, Final, TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
 import click
@@ -83,7 +84,7 @@ def _endpoint(url: str) -> str:
 def _download(
     endpoint: str,
     token: str,
-    out: IO[bytes],
+    write: Callable[[bytes], object],
     context: ssl.SSLContext | None,
     *,
     follow: bool = True,
@@ -94,14 +95,14 @@ def _download(
     try:
         with urllib.request.urlopen(request, context=context) as response:
             while chunk := response.read(_CHUNK):
-                out.write(chunk)
+                write(chunk)
     except urllib.error.HTTPError as error:
         with error:  # (its connection closed: a 421's is not the one the leader gets)
             words = error.read().decode(errors="replace").strip()
         leader = error.headers.get(_LEADER_HEADER)
         if error.code == 421 and leader and follow:  # a standby: ask the leader
             scheme = urlsplit(endpoint).scheme
-            _download(f"{scheme}://{leader}/admin/backup", token, out, context, follow=False)
+            _download(f"{scheme}://{leader}/admin/backup", token, write, context, follow=False)
             return
         status = Status.USAGE if error.code in (401, 403) else Status.FAILED
         message = f"the server refused the backup ({error.code}): {words}"
@@ -145,38 +146,58 @@ def save(url: str, ca: Path | None, file: Path) -> int:
             Status.USAGE,
         )
     try:
-        with partial.open("wb") as out:
+        with _written(lambda: partial.open("wb"), file, partial) as out:
+            write = _writing(out, file, partial)
             if scheme in HTTP_SCHEMES:
                 assert token is not None
-                _download(_endpoint(url), token, out, http_context(ca))
+                _download(_endpoint(url), token, write, http_context(ca))
             else:
-                _native(url, ca, out)
-            out.flush()
-            os.fsync(out.fileno())
+                _native(url, ca, write)
+            _written(lambda: _synced(out), file, partial)
         try:
             facts = summary(read_backup(partial))
         except BadBackupError as error:
             raise CommandFailedError(
                 f"the backup received is bad: {error}", Status.FAILED
             ) from None
-        os.replace(partial, file)
-    except OSError as error:
-        where = error.filename or partial
-        raise CommandFailedError(
-            f"cannot write the backup to {file}: {where}: {error.strerror or error}",
-            Status.FAILED,
-        ) from None
+        _written(lambda: os.replace(partial, file), file, partial)
     finally:
         partial.unlink(missing_ok=True)
     click.echo(f"{file}: {_line(facts)}")
     return Status.OK
 
 
-def _native(url: str, ca: Path | None, out: IO[bytes]) -> None:
-    """The backup over the native protocol, into ``out`` (a refusal said as the HTTP
-    endpoint's is: exit 2 for a token that may not, or none)."""
+T = TypeVar("T")
+
+
+def _written(act: Callable[[], T], file: Path, partial: Path) -> T:
+    """``act()``, a step of writing the backup's file: its OSError said as the file's."""
     try:
-        native_backup(url, ca, out.write)
+        return act()
+    except OSError as error:
+        where = error.filename or partial
+        raise CommandFailedError(
+            f"cannot write the backup to {file}: {where}: {error.strerror or error}",
+            Status.FAILED,
+        ) from None
+
+
+def _synced(out: IO[bytes]) -> None:
+    """``out``'s bytes on the disk (flushed, then fsync)."""
+    out.flush()
+    os.fsync(out.fileno())
+
+
+def _writing(out: IO[bytes], file: Path, partial: Path) -> Callable[[bytes], object]:
+    """What writes each part of the backup to ``out`` (its OSError said as the file's)."""
+    return lambda part: _written(lambda: out.write(part), file, partial)
+
+
+def _native(url: str, ca: Path | None, write: Callable[[bytes], object]) -> None:
+    """The backup over the native protocol, handed to ``write`` (a refusal said as the
+    HTTP endpoint's is: exit 2 for a token that may not, or none)."""
+    try:
+        native_backup(url, ca, write)
     except (PermissionDeniedError, AuthenticationError) as error:
         said = f"{type(error).__name__}: {permission_words(str(error))}"
         raise CommandFailedError(f"the server refused the backup: {said}", Status.USAGE) from None

@@ -294,7 +294,11 @@ class NativeFace:
             why = f"this server does not take {type(request.command).__name__} requests"
             self._fail(conn, request, ErrorCode.UNSUPPORTED, why)
             return
-        acts.answer(conn, request)
+        try:
+            acts.answer(conn, request)
+        except Exception:  # (a bug there must not end the connection's turn)
+            log.exception("%s failed unexpectedly", type(request.command).__name__)
+            self._fail(conn, request, ErrorCode.INTERNAL, "the server failed to answer")
 
     def _cluster_status(self, conn: Conn, request: Request) -> None:
         """Answer ClusterStatus: the cluster as this server knows it (any role)."""
