@@ -234,3 +234,17 @@ def test_a_server_without_an_auth_file_refuses_a_client_from_elsewhere(tmp_path:
             server.kill()
             server.wait(timeout=30)
     assert backup_facts(tmp_path / "b.bak")["nodes"] == 0
+
+
+def test_a_sharded_url_of_several_servers_is_refused_before_anything_is_asked(
+    tmp_path: Path, tenure_executable: Path
+) -> None:
+    # Independent servers, each with a state of its own: one file cannot hold them.
+    sharded = f"tenure://127.0.0.1:{free_port()},127.0.0.1:{free_port()}?sharded=true"
+    result = run_tenure("backup", "--url", sharded, str(tmp_path / "b.bak"))
+    assert result.returncode == 2
+    assert one_error_line(result) == (
+        "tenure: InvalidArgumentError: a sharded URL names several independent servers, "
+        "each with a state of its own: back up each by its own URL (tenure://HOST:PORT)"
+    )
+    assert not list(tmp_path.iterdir())
