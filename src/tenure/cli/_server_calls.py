@@ -23,8 +23,15 @@ from urllib.parse import urlsplit
 
 import click
 
-from tenure.cli._auth_token import auth_token, redact
-from tenure.cli._common import CLIENT_NAME, CommandFailedError, F, run
+from tenure.cli._auth_token import auth_token, redact, token_file_option
+from tenure.cli._common import (
+    CLIENT_NAME,
+    DEFAULT_URL,
+    URL_ENV,
+    CommandFailedError,
+    F,
+    run,
+)
 from tenure.cli._status import Status
 from tenure.errors import UnsupportedError
 
@@ -37,6 +44,7 @@ __all__ = [
     "HTTP_SCHEMES",
     "NATIVE_SCHEMES",
     "ca_option",
+    "server_url_option",
     "http_context",
     "native_backup",
     "native_reload",
@@ -46,6 +54,22 @@ __all__ = [
 #: The URLs of the native protocol, and of the HTTP endpoint.
 NATIVE_SCHEMES: Final = ("tenure", "tenures")
 HTTP_SCHEMES: Final = ("http", "https")
+
+
+def server_url_option(function: F) -> F:
+    """``--url`` of ``tenure backup``: the server's ``tenure://`` URL (``TENURE_URL``, as
+    every command's), or its HTTP endpoint; and ``--token-file``."""
+    return token_file_option(
+        click.option(
+            "--url",
+            envvar=URL_ENV,
+            default=DEFAULT_URL,
+            show_default=True,
+            metavar="URL",
+            help="the server's tenure://HOST:PORT (a cluster's: any members), or its HTTP "
+            f"endpoint, http(s)://HOST:HTTP_PORT; env {URL_ENV}",
+        )(function)
+    )
 
 
 def ca_option(function: F) -> F:
@@ -63,7 +87,12 @@ def ca_option(function: F) -> F:
 def scheme_of(url: str, command: str) -> str:
     """``url``'s scheme, one of :data:`NATIVE_SCHEMES` or :data:`HTTP_SCHEMES`; else a
     usage error naming both forms."""
-    parts = urlsplit(url)
+    try:
+        parts = urlsplit(url)
+    except ValueError as error:
+        raise click.BadParameter(
+            f"malformed URL {redact(repr(url))}: {error}", param_hint="--url"
+        ) from None
     scheme = parts.scheme.lower()
     if scheme in NATIVE_SCHEMES + HTTP_SCHEMES and parts.netloc:
         return scheme

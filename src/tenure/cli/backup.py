@@ -36,13 +36,14 @@ from urllib.parse import urlsplit, urlunsplit
 import click
 
 from tenure.cli._auth_token import auth_token
-from tenure.cli._common import CommandFailedError, permission_words, url_option
+from tenure.cli._common import CommandFailedError, permission_words
 from tenure.cli._server_calls import (
     HTTP_SCHEMES,
     ca_option,
     http_context,
     native_backup,
     scheme_of,
+    server_url_option,
 )
 from tenure.cli._status import Status
 from tenure.errors import AuthenticationError, PermissionDeniedError
@@ -116,7 +117,7 @@ def _download(
 
 
 @backup.command()
-@url_option
+@server_url_option
 @ca_option
 @click.argument("file", type=click.Path(path_type=Path, dir_okay=False))
 def save(url: str, ca: Path | None, file: Path) -> int:
