@@ -50,7 +50,7 @@ from tenure._protocol import (
     Welcome,
 )
 from tenure._protocol.cluster import ClusterStatus, ClusterView, MemberView
-from tenure._protocol.messages import LEADER, STANDALONE, STANDBY
+from tenure._protocol.messages import LEADER, STANDALONE, STANDBY, SUPPORTED_VERSIONS
 from tenure._runtime.clock import LoopClock
 from tenure._runtime.host import Host
 from tenure.errors import ErrorCode, TenureError, code_of
@@ -99,7 +99,7 @@ class FakeMember:
         *,
         role: str = LEADER,
         leader: str | None = None,
-        versions: Iterable[int] = (1, 2, 3, 4, 5, 6, 7),
+        versions: Iterable[int] = SUPPORTED_VERSIONS,
     ) -> None:
         self.name = name
         self.cluster = cluster

@@ -22,10 +22,12 @@ from tests.backends.fake_cluster import FakeCluster, FakeMember
 pytestmark = pytest.mark.timeout(30)
 
 Start = Callable[..., Awaitable[FakeMember]]
-OLDER: tuple[int, ...] = tuple(range(1, PROTOCOL_VERSION))  # the versions before this one
-NEWER: tuple[int, ...] = (*OLDER, PROTOCOL_VERSION)
-#: A capability only this protocol version brings (the first by name).
-NEWEST: Capability = min(SINCE_VERSION[PROTOCOL_VERSION], key=lambda c: c.value)
+#: The newest protocol version that brings a capability (version 8 brought none: only
+#: an operator's acts, tenure._protocol.admin), and one it brings (the first by name).
+BRINGS: int = max(SINCE_VERSION)
+NEWEST: Capability = min(SINCE_VERSION[BRINGS], key=lambda c: c.value)
+OLDER: tuple[int, ...] = tuple(range(1, BRINGS))  # the versions before it
+NEWER: tuple[int, ...] = tuple(range(1, PROTOCOL_VERSION + 1))  # every version
 
 
 @pytest.fixture
@@ -61,9 +63,9 @@ async def test_a_client_speaks_the_newer_version_to_an_upgraded_leader_it_met_ol
         assert isinstance(backend, TenureBackend)
         link = backend.shards[0].link
         assert link.welcome is not None
-        assert link.welcome.version == PROTOCOL_VERSION - 1
+        assert link.welcome.version == BRINGS - 1
         assert NEWEST not in client.capabilities
-        assert standby.hellos == [PROTOCOL_VERSION, PROTOCOL_VERSION - 1]
+        assert standby.hellos == list(range(PROTOCOL_VERSION, BRINGS - 2, -1))
 
         # The standby is upgraded (it speaks the newer version), then the leader
         # hands over to it: the client goes there in the newer version (it kept the

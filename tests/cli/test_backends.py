@@ -41,12 +41,15 @@ def store_url(request: pytest.FixtureRequest) -> str:
 
 def test_lock_try_describe_and_leader(store_url: str, node: str, tenure_executable: object) -> None:
     holder = start_tenure(
-        "lock", "job", "--node", node, "--data", "me", "--", sys.executable, "-c", HOLDING,
+        "lock", "job", "--node", node, "--create-node",
+        "--data", "me", "--", sys.executable, "-c", HOLDING,
         url=store_url,
     )  # fmt: skip
     try:
         token = int(wait_for_line(holder, "child runs").split()[-1])
-        tried = run_tenure("lock", "job", "--node", node, "--try", "--", "true", url=store_url)
+        tried = run_tenure(
+            "lock", "job", "--node", node, "--create-node", "--try", "--", "true", url=store_url
+        )
         assert tried.returncode == 1
         assert "busy" in one_error_line(tried)
         described = run_tenure("describe", node, "job", "--json", url=store_url)
@@ -58,14 +61,25 @@ def test_lock_try_describe_and_leader(store_url: str, node: str, tenure_executab
         assert finish(holder)[0] == 0
     finally:
         stop(holder)
-    after = run_tenure("lock", "job", "--node", node, "--try", "--", "true", url=store_url)
+    after = run_tenure(
+        "lock", "job", "--node", node, "--create-node", "--try", "--", "true", url=store_url
+    )
     assert after.returncode == 0, after.stderr
     assert run_tenure("leader", "primary", "--node", node, url=store_url).returncode == 1
 
 
 def test_ls_sessions_and_kill_session(store_url: str, node: str, tenure_executable: object) -> None:
     holder = start_tenure(
-        "lock", "job", "--node", node, "--", sys.executable, "-c", HOLDING, url=store_url
+        "lock",
+        "job",
+        "--node",
+        node,
+        "--create-node",
+        "--",
+        sys.executable,
+        "-c",
+        HOLDING,
+        url=store_url,
     )
     try:
         wait_for_line(holder, "child runs")

@@ -77,6 +77,24 @@ def test_serve_refuses_a_bad_setting_with_status_2(tenure_executable: object) ->
     assert "Traceback" not in result.stderr
 
 
+def test_a_mistyped_serve_flag_is_told_first_with_one_line_of_usage(
+    tenure_executable: object,
+) -> None:
+    # Issue 57: argparse printed its 53 lines of usage (a flag per setting) before the
+    # one line that said what was wrong. Now the error is first, with the flag meant.
+    result = run_tenure("serve", "--data-dri", "/tmp/x")
+    assert result.returncode == 2
+    error, usage = result.stderr.splitlines()
+    assert error == (
+        "tenure serve: error: unrecognized arguments: --data-dri /tmp/x (did you mean --data-dir?)"
+    )
+    assert usage == "usage: tenure serve [OPTIONS] (see 'tenure serve --help')"
+    bad_value = run_tenure("serve", "--port", "nope")
+    assert bad_value.returncode == 2
+    assert bad_value.stderr.splitlines()[0].startswith("tenure serve: error: --port")
+    assert len(bad_value.stderr.splitlines()) == 2
+
+
 def test_migrate_refuses_a_url_without_tables(tenure_executable: object) -> None:
     result = run_tenure("migrate", "memory://")
     assert result.returncode == 2

@@ -44,7 +44,17 @@ def described(url: str, node: str, name: str) -> dict[str, object]:
 
 
 def test_a_claim_runs_the_command_once_per_slot(url: str, node: str) -> None:
-    args = ["claim", "report-2026-01-07", "--node", node, "--at-least", "60", "--at-most", "600"]
+    args = [
+        "claim",
+        "report-2026-01-07",
+        "--node",
+        node,
+        "--create-node",
+        "--at-least",
+        "60",
+        "--at-most",
+        "600",
+    ]
     first = run_tenure(*args, "--data", "cron of host-a", "--", *python(SHOW), url=url)
     assert first.returncode == 7, first.stderr  # the command's own status
     seen = json.loads(first.stdout)
@@ -76,7 +86,8 @@ def test_a_claim_runs_the_command_once_per_slot(url: str, node: str) -> None:
 
 def test_the_command_is_stopped_before_the_claim_ends_at_at_most(url: str, node: str) -> None:
     claim = start_tenure(
-        "claim", "slow", "--node", node, "--at-least", "1", "--at-most", "3", "--grace", "1",
+        "claim", "slow", "--node", node, "--create-node",
+        "--at-least", "1", "--at-most", "3", "--grace", "1",
         "--", *python(WAITING), url=url,
     )  # fmt: skip
     wait_for_line(claim, "child runs")
@@ -88,7 +99,8 @@ def test_the_command_is_stopped_before_the_claim_ends_at_at_most(url: str, node:
         in (err)
     )
     run = run_tenure(
-        "claim", "slow", "--node", node, "--at-least", "1", "--at-most", "3", "--", "true",
+        "claim", "slow", "--node", node, "--create-node",
+        "--at-least", "1", "--at-most", "3", "--", "true",
         url=url,
     )  # fmt: skip
     assert run.returncode == 0, run.stderr  # the slot's claim ended: the next one runs
@@ -96,7 +108,7 @@ def test_the_command_is_stopped_before_the_claim_ends_at_at_most(url: str, node:
 
 def test_a_claim_is_released_by_id_from_another_process(url: str, node: str) -> None:
     claim = start_tenure(
-        "claim", "handed", "--node", node, "--at-least", "0", "--at-most", "600",
+        "claim", "handed", "--node", node, "--create-node", "--at-least", "0", "--at-most", "600",
         "--", *python(WAITING), url=url,
     )  # fmt: skip
     try:
@@ -111,7 +123,8 @@ def test_a_claim_is_released_by_id_from_another_process(url: str, node: str) -> 
         assert "no live claim" in one_error_line(again)
         # at_least 0: released, it ended at once, and the name is free again.
         free = run_tenure(
-            "claim", "handed", "--node", node, "--at-least", "0", "--at-most", "5", "--", "true",
+            "claim", "handed", "--node", node, "--create-node",
+            "--at-least", "0", "--at-most", "5", "--", "true",
             url=url,
         )  # fmt: skip
         assert free.returncode == 0, free.stderr
@@ -142,9 +155,13 @@ def test_a_signal_before_the_command_runs_exits_128_plus_n() -> None:
 
 def test_bad_times_are_usage_errors(url: str, node: str) -> None:
     for times in (["--at-least", "10", "--at-most", "5"], ["--at-least", "1", "--at-most", "0"]):
-        result = run_tenure("claim", "x", "--node", node, *times, "--", "true", url=url)
+        result = run_tenure(
+            "claim", "x", "--node", node, "--create-node", *times, "--", "true", url=url
+        )
         assert result.returncode == 2, result.stderr
-    missing = run_tenure("claim", "x", "--node", node, "--at-most", "5", "--", "true", url=url)
+    missing = run_tenure(
+        "claim", "x", "--node", node, "--create-node", "--at-most", "5", "--", "true", url=url
+    )
     assert missing.returncode == 2
     bad_id = run_tenure("release-claim", "x", "not-an-id", "--node", node, url=url)
     assert bad_id.returncode == 2, bad_id.stderr

@@ -120,3 +120,22 @@ def test_only_tenure_urls_are_asked(tenure_executable: Path) -> None:
     result = run_tenure("cluster", "status", "--url", "etcd://127.0.0.1:2379")
     assert result.returncode == 2
     assert "cluster status asks tenure:// servers" in one_error_line(result)
+
+
+def test_a_real_standalone_server_is_said_to_be_one(url: str) -> None:
+    # Issue 57: a standalone server was shown as "no door answered", above the table of
+    # the door that answered. It is said to be what it is.
+    door = url.removeprefix("tenure://")
+    result = run_tenure("cluster", "status", "--url", url)
+    assert result.returncode == 3
+    first = result.stdout.splitlines()[0]
+    assert first == (
+        f"not a cluster: {door} is a standalone server (tenure serve without --cluster)"
+    )
+    assert "no door answered" not in result.stdout
+    rows = {cells[0]: cells for cells in map(row_of, result.stdout.splitlines()) if len(cells) > 1}
+    assert rows[door] == [door, "standalone", "-", "not part of a cluster: a standalone server"]
+    assert one_error_line(result) == (
+        f"tenure: {door} is a standalone server (tenure serve without --cluster), "
+        "not part of a cluster"
+    )

@@ -27,7 +27,7 @@ def test_elect_leader_observe(url: str, node: str) -> None:
     assert "NotFoundError" in one_error_line(none)
 
     first = start_tenure(
-        "elect", "primary", "--node", node, "--data", "host-a:8080", "--",
+        "elect", "primary", "--node", node, "--create-node", "--data", "host-a:8080", "--",
         sys.executable, "-c", LEADING, url=url,
     )  # fmt: skip
     try:
@@ -48,7 +48,9 @@ def test_elect_leader_observe(url: str, node: str) -> None:
         )
 
         # A second candidate waits; --try says busy at once.
-        tried = run_tenure("elect", "primary", "--node", node, "--try", "--", "true", url=url)
+        tried = run_tenure(
+            "elect", "primary", "--node", node, "--create-node", "--try", "--", "true", url=url
+        )
         assert tried.returncode == 1
         assert "busy" in one_error_line(tried)
 

@@ -102,7 +102,7 @@ class Lines:
 def test_it_runs_the_command_again_after_it_exits(url: str, node: str, tmp_path: Path) -> None:
     runs = tmp_path / "runs"
     leader = start_tenure(
-        "elect", "scheduler", "--node", node, "--requeue", "--",
+        "elect", "scheduler", "--node", node, "--create-node", "--requeue", "--",
         *python(FIRST_EXITS, str(runs)), url=url,
     )  # fmt: skip
     try:
@@ -123,7 +123,8 @@ def test_a_killed_session_stops_the_command_and_it_runs_again_in_a_new_one(
     url: str, node: str
 ) -> None:
     leader = start_tenure(
-        "elect", "scheduler", "--node", node, "--requeue", "--recovery-window", "5", "--",
+        "elect", "scheduler", "--node", node, "--create-node",
+        "--requeue", "--recovery-window", "5", "--",
         *python(LEADING), url=url,
     )  # fmt: skip
     try:
@@ -151,7 +152,7 @@ def test_two_runners_take_turns_and_never_run_the_command_at_once(
 ) -> None:
     log = tmp_path / "log"
     command = [
-        "elect", "scheduler", "--node", node, "--requeue", "--requeue-delay", "0",
+        "elect", "scheduler", "--node", node, "--create-node", "--requeue", "--requeue-delay", "0",
         "--", *python(LOGGED, str(log)),
     ]  # fmt: skip
     runners = [start_tenure(*command, url=url) for _ in range(2)]
@@ -176,12 +177,20 @@ def test_two_runners_take_turns_and_never_run_the_command_at_once(
 
 def test_a_signal_while_campaigning_ends_it_and_withdraws_the_campaign(url: str, node: str) -> None:
     holder = start_tenure(
-        "elect", "scheduler", "--node", node, "--", *python(LEADING), url=url
+        "elect", "scheduler", "--node", node, "--create-node", "--", *python(LEADING), url=url
     )  # fmt: skip
     try:
         Lines(holder).until("leading with token")
         waiting = start_tenure(
-            "elect", "scheduler", "--node", node, "--requeue", "--", *python(LEADING), url=url
+            "elect",
+            "scheduler",
+            "--node",
+            node,
+            "--create-node",
+            "--requeue",
+            "--",
+            *python(LEADING),
+            url=url,
         )
         deadline = time.monotonic() + 10
         while _waiters(url, node) != 1:
@@ -199,12 +208,20 @@ def test_a_signal_while_campaigning_ends_it_and_withdraws_the_campaign(url: str,
 
 def test_usage_errors_and_a_missing_command(url: str, node: str) -> None:
     for extra in (["--try"], ["--timeout", "5"], ["--lost-exit-code", "9"]):
-        args = ["elect", "x", "--node", node, "--requeue", *extra, "--", "true"]
+        args = ["elect", "x", "--node", node, "--create-node", "--requeue", *extra, "--", "true"]
         refused = run_tenure(*args, url=url)
         assert refused.returncode == 2, refused.stderr
         assert "--requeue campaigns until stopped" in refused.stderr
     missing = run_tenure(
-        "elect", "x", "--node", node, "--requeue", "--", "/nonexistent/command", url=url
+        "elect",
+        "x",
+        "--node",
+        node,
+        "--create-node",
+        "--requeue",
+        "--",
+        "/nonexistent/command",
+        url=url,
     )
     assert missing.returncode == 127  # not run again and again
     assert "command not found" in one_error_line(missing)
@@ -214,7 +231,8 @@ def test_after_cmd_exits_it_pauses_without_leadership_and_another_leads_meanwhil
     url: str, node: str
 ) -> None:
     runner = start_tenure(
-        "elect", "scheduler", "--node", node, "--requeue", "--requeue-delay", "60", "--",
+        "elect", "scheduler", "--node", node, "--create-node",
+        "--requeue", "--requeue-delay", "60", "--",
         *python(EXITS_AT_ONCE), url=url,
     )  # fmt: skip
     other = None
@@ -233,7 +251,7 @@ def test_after_cmd_exits_it_pauses_without_leadership_and_another_leads_meanwhil
         assert _waiters(url, node) == 0
         # So another candidate leads at once, in the runner's pause.
         other = start_tenure(
-            "elect", "scheduler", "--node", node, "--", *python(LEADING), url=url
+            "elect", "scheduler", "--node", node, "--create-node", "--", *python(LEADING), url=url
         )  # fmt: skip
         other_token = int(Lines(other).until("leading with token").split()[3])
         assert other_token > token
@@ -254,7 +272,7 @@ def test_after_cmd_exits_it_pauses_without_leadership_and_another_leads_meanwhil
 
 def test_the_pause_doubles_while_runs_end_quickly_up_to_its_ceiling(url: str, node: str) -> None:
     runner = start_tenure(
-        "elect", "scheduler", "--node", node, "--requeue",
+        "elect", "scheduler", "--node", node, "--create-node", "--requeue",
         "--requeue-delay", "0.05", "--requeue-max-delay", "0.2", "--",
         *python(EXITS_AT_ONCE), url=url,
     )  # fmt: skip
@@ -274,7 +292,8 @@ def test_a_run_that_lasted_long_enough_brings_the_pause_back_down(
     url: str, node: str, tmp_path: Path
 ) -> None:
     runner = start_tenure(
-        "elect", "scheduler", "--node", node, "--requeue", "--requeue-delay", "0.05",
+        "elect", "scheduler", "--node", node, "--create-node",
+        "--requeue", "--requeue-delay", "0.05",
         "--requeue-max-delay", "10", "--requeue-reset-after", "2", "--",
         "sh", "-c", THIRD_RUN_LASTS, "sh", str(tmp_path / "runs"), url=url,
     )  # fmt: skip
@@ -289,7 +308,7 @@ def test_a_run_that_lasted_long_enough_brings_the_pause_back_down(
 
 def test_the_pause_options_are_checked(url: str, node: str) -> None:
     def refused(*options: str) -> str:
-        args = ["elect", "x", "--node", node, *options, "--", "true"]
+        args = ["elect", "x", "--node", node, "--create-node", *options, "--", "true"]
         result = run_tenure(*args, url=url)
         assert result.returncode == 2, result.stderr
         return result.stderr

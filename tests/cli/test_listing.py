@@ -45,7 +45,17 @@ async def describe_mutex(url: str, node: str, name: str) -> MutexDescription:
 def hold(url: str, node: str, name: str, *extra: str) -> subprocess.Popen[str]:
     """``tenure lock`` holding ``name`` with a waiting child, once the child runs."""
     holder = start_tenure(
-        "lock", name, "--node", node, *extra, "--", sys.executable, "-c", HOLDING, url=url
+        "lock",
+        name,
+        "--node",
+        node,
+        "--create-node",
+        *extra,
+        "--",
+        sys.executable,
+        "-c",
+        HOLDING,
+        url=url,
     )
     wait_for_line(holder, "child runs")
     return holder
@@ -125,7 +135,7 @@ def test_drop_with_live_sessions_needs_force(url: str, node: str) -> None:
 
 def test_ls_describe_sessions_show_who_holds_and_who_waits(url: str, node: str) -> None:
     holder = hold(url, node, "job", "--data", "batch-7")
-    waiter = start_tenure("lock", "job", "--node", node, "--", "true", url=url)
+    waiter = start_tenure("lock", "job", "--node", node, "--create-node", "--", "true", url=url)
     try:
         for _ in range(50):  # until the waiter has queued (bounded)
             described = read_json("describe", node, "job", url=url)
@@ -254,7 +264,9 @@ def test_access_is_checked_by_the_server(tmp_path: Path) -> None:
                 "tenure: PermissionDeniedError: token 'viewer' is read-only: it may not "
                 "take locks, semaphore tokens or leadership on node 'ops'"
             )
-            created = run_tenure("lock", "job", "--node", "new", "--", "true", url=reader)
+            created = run_tenure(
+                "lock", "job", "--node", "new", "--create-node", "--", "true", url=reader
+            )
             assert created.returncode == 3
             assert "it may not create nodes on node 'new'" in one_error_line(created)
             elected = run_tenure("elect", "boss", "--node", "ops", "--", "true", url=writer)

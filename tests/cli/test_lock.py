@@ -36,7 +36,9 @@ WAITING_CHILD = (
 
 def hold_in_background(url: str, node: str, name: str) -> subprocess.Popen[str]:
     """``tenure lock NAME`` holding the lock with a waiting child, once it runs."""
-    holder = start_tenure("lock", name, "--node", node, "--", *python(WAITING_CHILD), url=url)
+    holder = start_tenure(
+        "lock", name, "--node", node, "--create-node", "--", *python(WAITING_CHILD), url=url
+    )
     wait_for_line(holder, "child runs")
     return holder
 
@@ -53,13 +55,15 @@ def waiters_of(url: str, node: str, name: str, *, until: int) -> list[dict[str, 
 
 def test_lock_runs_the_command_with_the_token_and_passes_its_status(url: str, node: str) -> None:
     show = "import json, os; print(json.dumps({k: v for k, v in os.environ.items() if k.startswith('TENURE_')})); raise SystemExit(7)"  # noqa: E501
-    first = run_tenure("lock", "job", "--node", node, "--", *python(show), url=url)
+    first = run_tenure("lock", "job", "--node", node, "--create-node", "--", *python(show), url=url)
     assert first.returncode == 7, first.stderr
     seen = json.loads(first.stdout)
     assert seen["TENURE_LOCK"] == "job"
     assert seen["TENURE_NODE"] == node
     assert int(seen["TENURE_SESSION_ID"]) >= 0
-    second = run_tenure("lock", "job", "--node", node, "--url", url, "--", *python(show))
+    second = run_tenure(
+        "lock", "job", "--node", node, "--create-node", "--url", url, "--", *python(show)
+    )
     assert second.returncode == 7, second.stderr
     # Fencing tokens grow from one holder to the next.
     assert int(json.loads(second.stdout)["TENURE_TOKEN"]) > int(seen["TENURE_TOKEN"])
@@ -68,11 +72,14 @@ def test_lock_runs_the_command_with_the_token_and_passes_its_status(url: str, no
 def test_try_on_a_busy_lock_exits_busy(url: str, node: str) -> None:
     holder = hold_in_background(url, node, "busy")
     try:
-        tried = run_tenure("lock", "busy", "--node", node, "--try", "--", "true", url=url)
+        tried = run_tenure(
+            "lock", "busy", "--node", node, "--create-node", "--try", "--", "true", url=url
+        )
         assert tried.returncode == 1
         assert "busy" in one_error_line(tried)
         timed = run_tenure(
-            "lock", "busy", "--node", node, "--timeout", "0.2", "--conflict-exit-code", "75",
+            "lock", "busy", "--node", node, "--create-node",
+            "--timeout", "0.2", "--conflict-exit-code", "75",
             "--", "true", url=url,
         )  # fmt: skip
         assert timed.returncode == 75
@@ -87,7 +94,7 @@ def test_try_on_a_busy_lock_exits_busy(url: str, node: str) -> None:
 
 def test_a_waiter_stopped_by_sigterm_withdraws_its_request(url: str, node: str) -> None:
     holder = hold_in_background(url, node, "queue")
-    waiter = start_tenure("lock", "queue", "--node", node, "--", "true", url=url)
+    waiter = start_tenure("lock", "queue", "--node", node, "--create-node", "--", "true", url=url)
     try:
         assert len(waiters_of(url, node, "queue", until=1)) == 1
         waiter.send_signal(signal.SIGTERM)
@@ -114,7 +121,9 @@ COUNTING_CHILD = (
 
 
 def test_a_terminal_interrupt_reaches_the_command_once(url: str, node: str) -> None:
-    at_terminal = OnTerminal("lock", "job", "--node", node, "--", *python(COUNTING_CHILD), url=url)
+    at_terminal = OnTerminal(
+        "lock", "job", "--node", node, "--create-node", "--", *python(COUNTING_CHILD), url=url
+    )
     try:
         at_terminal.wait_for("child runs")
         at_terminal.interrupt()  # to tenure and its child: one foreground process group
@@ -131,7 +140,9 @@ def test_a_terminal_interrupt_reaches_the_command_once(url: str, node: str) -> N
 
 def test_a_sigint_sent_to_tenure_alone_is_passed_on(url: str, node: str) -> None:
     # Without a terminal (a supervisor's kill -INT), the child has nothing but tenure's.
-    holder = start_tenure("lock", "job", "--node", node, "--", *python(COUNTING_CHILD), url=url)
+    holder = start_tenure(
+        "lock", "job", "--node", node, "--create-node", "--", *python(COUNTING_CHILD), url=url
+    )
     try:
         wait_for_line(holder, "child runs")
         holder.send_signal(signal.SIGINT)
@@ -146,7 +157,18 @@ def test_a_sigint_sent_to_tenure_alone_is_passed_on(url: str, node: str) -> None
 
 def test_semaphore_tokens_are_taken_and_created_with_a_limit(url: str, node: str) -> None:
     show = "import os; print(os.environ['TENURE_COUNT'], os.environ['TENURE_LOCK'])"
-    args = ["lock", "--semaphore", "pool", "--count", "2", "--limit", "3", "--node", node]
+    args = [
+        "lock",
+        "--semaphore",
+        "pool",
+        "--count",
+        "2",
+        "--limit",
+        "3",
+        "--node",
+        node,
+        "--create-node",
+    ]
     result = run_tenure(*args, "--", *python(show), url=url)
     assert result.returncode == 0, result.stderr
     assert result.stdout.split() == ["2", "pool"]
@@ -156,7 +178,9 @@ def test_semaphore_tokens_are_taken_and_created_with_a_limit(url: str, node: str
     too_many = run_tenure(*args[:3], "--count", "4", "--node", node, "--", "true", url=url)
     assert too_many.returncode == 3
     assert "LimitExceededError" in one_error_line(too_many)
-    missing = run_tenure("lock", "--semaphore", "nope", "--node", node, "--", "true", url=url)
+    missing = run_tenure(
+        "lock", "--semaphore", "nope", "--node", node, "--create-node", "--", "true", url=url
+    )
     assert missing.returncode == 3
     assert "give --limit L" in one_error_line(missing)
 
@@ -198,7 +222,9 @@ def test_a_child_that_ignores_sigterm_is_killed_after_the_grace(
 
 
 def test_command_not_found_and_usage_errors(url: str, node: str) -> None:
-    missing = run_tenure("lock", "job", "--node", node, "--", "no-such-command-here", url=url)
+    missing = run_tenure(
+        "lock", "job", "--node", node, "--create-node", "--", "no-such-command-here", url=url
+    )
     assert missing.returncode == 127
     assert "command not found" in one_error_line(missing)
     for args in (
@@ -243,18 +269,28 @@ def test_help_on_memory(command: str, tenure_executable: object) -> None:
 def test_readers_share_a_lock_and_a_writer_waits_for_them(url: str, node: str) -> None:
     show = "import os; print(os.environ['TENURE_MODE'], os.environ['TENURE_TOKEN'])"
     reader = start_tenure(
-        "lock", "--read", "catalog", "--node", node, "--", *python(WAITING_CHILD), url=url
+        "lock",
+        "--read",
+        "catalog",
+        "--node",
+        node,
+        "--create-node",
+        "--",
+        *python(WAITING_CHILD),
+        url=url,
     )
     try:
         wait_for_line(reader, "child runs")
         # A second reader gets in beside the first; a writer (or a plain lock) does not.
-        second = run_tenure("lock", "--read", "catalog", "--node", node, "--try", "--",
+        second = run_tenure("lock", "--read", "catalog", "--node", node, "--create-node",
+                            "--try", "--",
                             *python(show), url=url)  # fmt: skip
         assert second.returncode == 0, second.stderr
         mode, token = second.stdout.split()
         assert mode == "read"
         for flags in (["--write"], []):
-            busy = run_tenure("lock", *flags, "catalog", "--node", node, "--try", "--", "true",
+            busy = run_tenure("lock", *flags, "catalog", "--node", node, "--create-node",
+                              "--try", "--", "true",
                               url=url)  # fmt: skip
             assert busy.returncode == 1
             assert "busy" in one_error_line(busy)
@@ -264,7 +300,9 @@ def test_readers_share_a_lock_and_a_writer_waits_for_them(url: str, node: str) -
     finally:
         reader.send_signal(signal.SIGTERM)
         finish(reader)
-    writer = run_tenure("lock", "--write", "catalog", "--node", node, "--", *python(show), url=url)
+    writer = run_tenure(
+        "lock", "--write", "catalog", "--node", node, "--create-node", "--", *python(show), url=url
+    )
     assert writer.returncode == 0, writer.stderr
     assert writer.stdout.split()[0] == "write"
     assert int(writer.stdout.split()[1]) > int(token)

@@ -101,7 +101,8 @@ def discard(proc: subprocess.Popen[str]) -> None:
 def test_what_the_command_leaves_behind_ends_with_it(url: str, node: str) -> None:
     # The deaf grandchild ignores SIGTERM: it is killed once the grace has passed.
     result = run_tenure(
-        "lock", "job", "--node", node, "--grace", "0.3", "--", sys.executable, "-c", FAMILY,
+        "lock", "job", "--node", node, "--create-node",
+        "--grace", "0.3", "--", sys.executable, "-c", FAMILY,
         url=url, EXIT="1",
     )  # fmt: skip
     assert result.returncode == 0, result.stderr
@@ -128,7 +129,7 @@ def test_a_loss_ends_the_whole_group(tenure_server: ServerProcess) -> None:
 
 def test_kill_9_of_tenure_ends_the_command_before_the_next_holder_runs(url: str, node: str) -> None:
     holder = start_tenure(
-        "lock", "job", "--node", node, "--recovery-window", "1",
+        "lock", "job", "--node", node, "--create-node", "--recovery-window", "1",
         "--", sys.executable, "-c", FAMILY, url=url,
     )  # fmt: skip
     waiter = None
@@ -136,7 +137,7 @@ def test_kill_9_of_tenure_ends_the_command_before_the_next_holder_runs(url: str,
     try:
         pids, group = family_of(wait_for_line(holder, "family"))
         waiter = start_tenure(
-            "lock", "job", "--node", node, "--", sys.executable, "-c", CHECK,
+            "lock", "job", "--node", node, "--create-node", "--", sys.executable, "-c", CHECK,
             *map(str, [*pids, *group_members(group)]), url=url,
         )  # fmt: skip
         assert len(waiters_of(url, node, "job", until=1)) == 1

@@ -37,7 +37,7 @@ def test_the_command_is_stopped_before_max_hold_and_the_next_holder_gets_a_great
 ) -> None:
     target = [] if mode[:1] == ["--semaphore"] else ["job"]
     holder = start_tenure(
-        "lock", *target, *mode, "--node", node, "--max-hold", "2", "--grace", "1",
+        "lock", *target, *mode, "--node", node, "--create-node", "--max-hold", "2", "--grace", "1",
         "--", *python(WAITING), url=url,
     )  # fmt: skip
     first = wait_for_line(holder, "child runs with token")
@@ -47,7 +47,16 @@ def test_the_command_is_stopped_before_max_hold_and_the_next_holder_gets_a_great
     what = "semaphore 'pool'" if target == [] else f"{'write lock' if mode else 'lock'} 'job'"
     assert f"tenure: {what} was lost: its max_hold (2 s after the grant) comes" in err
     after = run_tenure(
-        "lock", *target, *mode, "--node", node, "--try", "--", *python(SHOW_TOKEN), url=url
+        "lock",
+        *target,
+        *mode,
+        "--node",
+        node,
+        "--create-node",
+        "--try",
+        "--",
+        *python(SHOW_TOKEN),
+        url=url,
     )
     assert after.returncode == 0, after.stderr
     assert int(after.stdout) > int(first.split()[-1])
@@ -55,7 +64,16 @@ def test_the_command_is_stopped_before_max_hold_and_the_next_holder_gets_a_great
 
 def test_a_command_that_ends_first_is_not_stopped(url: str, node: str) -> None:
     result = run_tenure(
-        "lock", "job", "--node", node, "--max-hold", "30", "--", *python(SHOW_TOKEN), url=url
+        "lock",
+        "job",
+        "--node",
+        node,
+        "--create-node",
+        "--max-hold",
+        "30",
+        "--",
+        *python(SHOW_TOKEN),
+        url=url,
     )
     assert result.returncode == 0, result.stderr
     assert int(result.stdout) > 0
@@ -65,7 +83,9 @@ def test_a_command_that_ends_first_is_not_stopped(url: str, node: str) -> None:
 
 @pytest.mark.parametrize("bad", ["0", "-1", "nan", "soon"])
 def test_a_bad_max_hold_is_a_usage_error(url: str, node: str, bad: str) -> None:
-    result = run_tenure("lock", "job", "--node", node, "--max-hold", bad, "--", "true", url=url)
+    result = run_tenure(
+        "lock", "job", "--node", node, "--create-node", "--max-hold", bad, "--", "true", url=url
+    )
     assert result.returncode == 2, result.stderr
     assert one_error_line(result).startswith("tenure lock: ")
     assert "--max-hold" in result.stderr

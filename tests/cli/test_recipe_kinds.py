@@ -194,3 +194,41 @@ async def test_describe_shows_each_recipe_and_its_facts(url: str, node: str) -> 
             )
             assert watched.returncode == 0, watched.stderr
             assert f"claim: token {claim.token}, 9 min " in watched.stdout
+
+
+async def test_describe_shows_a_groups_members_by_id_with_their_own_data(
+    url: str, node: str
+) -> None:
+    # Issue 57: `tenure describe` printed each member's hold as the record it is kept
+    # in ("member joined 8:worker-1 - 10.0.0.5:8080"). It shows the member, as the
+    # dashboard does: its id, state and weight, and its own data.
+    async with tenure.connect(url) as client:
+        await client.create_node(node)
+        async with (
+            client.session(node) as session,
+            session.group("workers").join("worker-1", b"10.0.0.5:8080"),
+            session.group("workers").partition("worker-2", weight=2, data=b"10.0.0.6:8080"),
+        ):
+            doc, text = await described(url, node, "workers")
+    assert "member joined" not in text
+    rows = [[cell.strip() for cell in line.split("│")] for line in text.splitlines()]
+    header = next(line for line in text.splitlines() if "member" in line and "┃" in line)
+    columns = [cell.strip() for cell in header.split("┃")]
+    assert columns[5:9] == ["member", "state", "weight", "held for"], columns
+    members = {row[5]: row for row in rows if len(row) == len(columns)}
+    assert (members["worker-1"][6:8], members["worker-1"][-1]) == (["joined", "-"], "10.0.0.5:8080")
+    assert (members["worker-2"][6:8], members["worker-2"][-1]) == (["joined", "2"], "10.0.0.6:8080")
+    # --json keeps each hold's data exact, and names the member beside it.
+    by_id = {owner["member"]["id"]: owner for owner in doc["owners"]}
+    assert by_id["worker-1"]["data"] == "member joined 8:worker-1 - 10.0.0.5:8080"
+    assert by_id["worker-1"]["member"] == {
+        "id": "worker-1",
+        "state": "joined",
+        "weight": None,
+        "data": "10.0.0.5:8080",
+        "data_base64": "MTAuMC4wLjU6ODA4MA==",
+    }
+    assert (by_id["worker-2"]["member"]["weight"], by_id["worker-2"]["member"]["data"]) == (
+        2,
+        "10.0.0.6:8080",
+    )

@@ -53,7 +53,7 @@ def test_safe_escapes_control_and_bidi_characters_only() -> None:
 def test_commands_show_client_text_escaped(url: str, node: str, args: list[str]) -> None:
     # The description is the command line, so EVIL in the command's arguments is in it.
     holder = start_tenure(
-        "lock", "job", "--node", node, "--data", EVIL,
+        "lock", "job", "--node", node, "--create-node", "--data", EVIL,
         "--", sys.executable, "-c", WAITING, EVIL, url=url,
     )  # fmt: skip
     try:
@@ -75,7 +75,7 @@ def test_commands_show_client_text_escaped(url: str, node: str, args: list[str])
 
 def test_the_leaders_data_is_shown_escaped(url: str, node: str) -> None:
     holder = start_tenure(
-        "elect", "boss", "--node", node, "--data", EVIL,
+        "elect", "boss", "--node", node, "--create-node", "--data", EVIL,
         "--", sys.executable, "-c", WAITING, url=url,
     )  # fmt: skip
     try:

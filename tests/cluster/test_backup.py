@@ -63,6 +63,40 @@ def test_a_standby_sends_the_backup_to_its_leader(tmp_path: Path, etcd_member: E
         assert session.mutex("job").lock(timeout=WAIT).token > EPOCH > held.token
 
 
+def test_backup_and_reload_at_the_members_tenure_url(
+    tmp_path: Path, etcd_member: EtcdCluster
+) -> None:
+    # Issue 57: the URL every command takes. The backup goes to the leader (a standby
+    # first among the doors: the client is sent on, as every request is); a reload
+    # reaches every member, each reading its own files.
+    auth = tmp_path / "auth.toml"
+    auth.write_text(AUTH)
+    file = tmp_path / "cluster.bak"
+    extra = ("--auth-file", str(auth))
+    with TenureCluster(tmp_path / "cluster", etcd_member.endpoints, extra=extra) as cluster:
+        leader = cluster.leader()
+        standby = cluster.standbys()[0]
+        with tenure.sync.connect(f"tenure://{leader.address}?token={ADMIN}") as client:
+            client.create_node("app")
+            with client.session("app") as session:
+                held = session.mutex("job").lock()
+                doors = f"tenure://{standby.address},{leader.address}"
+                taken = tenure_cli("backup", "--url", doors, str(file))
+                assert taken.returncode == 0, taken.stderr
+        reloaded = tenure_cli("reload", "--json", "--url", cluster.url())
+        assert reloaded.returncode == 0, reloaded.stderr
+        answers = json.loads(reloaded.stdout)["doors"]
+        assert [door["door"] for door in answers] == [s.address for s in cluster.servers]
+        assert all(door["reloaded"] is not None for door in answers), answers
+        for member in cluster.servers:
+            assert '"event": "reloaded"' in member.output()
+        assert '"event": "backup"' in leader.output()
+        assert '"event": "backup"' not in standby.output()
+    facts = json.loads(tenure_cli("backup", "verify", "--json", str(file), token=None).stdout)
+    assert (facts["role"], facts["holds"]) == ("leader", 1)
+    assert facts["highest_token"] >= held.token
+
+
 def test_a_backup_restored_into_a_new_cluster(tmp_path: Path, etcd_member: EtcdCluster) -> None:
     auth = tmp_path / "auth.toml"
     auth.write_text(AUTH)

@@ -21,6 +21,7 @@ from typing import Any
 from hypothesis import strategies as st
 
 from tenure._core import claims, commands, effects, values
+from tenure._protocol.admin import FilesReloaded, ReadBackup, ReloadFiles
 from tenure._protocol.cluster import ClusterStatus, ClusterView
 from tenure._protocol.messages import (
     PROTOCOL_VERSION,
@@ -40,7 +41,8 @@ from tenure._protocol.payloads import REPLY_TYPES
 from tenure._protocol.wire import MAX_UINT, MIN_INT
 from tenure.errors import ErrorCode
 
-#: Every command class of tenure._core.commands, and the server's own (ClusterStatus).
+#: Every command class of tenure._core.commands, and the server's own (ClusterStatus;
+#: ReadBackup and ReloadFiles).
 COMMAND_TYPES: tuple[type, ...] = (
     *(
         cls
@@ -48,6 +50,8 @@ COMMAND_TYPES: tuple[type, ...] = (
         if issubclass(cls, commands.Command) and cls is not commands.Command
     ),
     ClusterStatus,
+    ReadBackup,
+    ReloadFiles,
 )
 #: Every effect class of the Effect union.
 EFFECT_TYPES: tuple[type, ...] = typing.get_args(effects.Effect)
@@ -66,6 +70,7 @@ REPLY_RECORD_TYPES: tuple[type, ...] = (
     commands.AcquireAllResult,
     commands.WatchArmed,
     claims.ClaimRecord,
+    FilesReloaded,
 )
 MESSAGE_TYPES: tuple[type, ...] = (
     Hello,

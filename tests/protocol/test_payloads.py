@@ -112,8 +112,8 @@ def test_the_walk_finds_every_record():
     assert {"HeldGrant", "QueuedAcquire", "SessionState"} <= names
     assert {"ClientIdentity", "SemaphoreSummary", "SessionSummary"} <= names
     assert {"ClusterView", "MemberView"} <= names
-    # Commands, effects, 13 reply records, 11 records inside them, 10 messages.
-    assert len(ALL_RECORDS) == len(COMMAND_TYPES) + len(EFFECT_TYPES) + 13 + 11 + 10
+    # Commands, effects, 14 reply records, 11 records inside them, 10 messages.
+    assert len(ALL_RECORDS) == len(COMMAND_TYPES) + len(EFFECT_TYPES) + 14 + 11 + 10
 
 
 @pytest.mark.parametrize("record", ALL_RECORDS, ids=lambda r: r.name)
@@ -125,7 +125,8 @@ def test_schema_lists_every_dataclass_field_in_order(record):
 # The tags are the protocol: changing one breaks every deployed peer. Any change here
 # is a new protocol version (and docs/protocol.md changes with it); the one exception,
 # SetNodeAnnex and GetNodeAnnex (new tags, within version 2), is explained in its section 14;
-# ClusterStatus and ClusterView came with version 3.
+# ClusterStatus and ClusterView came with version 3, ReadBackup, ReloadFiles and
+# FilesReloaded with version 8.
 STABLE_TAGS = {
     "CreateNode": 1, "DescribeNode": 2, "AlterNode": 3, "DropNode": 4,
     "ListNodes": 5, "SetNodeAnnex": 6, "GetNodeAnnex": 7,
@@ -137,11 +138,12 @@ STABLE_TAGS = {
     "UpdateSemaphore": 25, "DeleteSemaphore": 26, "DescribeSemaphore": 27, "CancelWatch": 28,
     "ListSemaphores": 29, "ClusterStatus": 30, "SwapSemaphoreData": 31, "ReserveUnits": 32,
     "AcquireAll": 33, "ClaimName": 34, "ReleaseClaim": 35, "WatchPrefix": 40,
-    "OfferHold": 41, "AdoptHold": 42,
+    "OfferHold": 41, "AdoptHold": 42, "ReadBackup": 43, "ReloadFiles": 44,
     "Granted": 1, "AcquireFailed": 2, "LeaseLost": 3, "WatchFired": 4, "SessionEnded": 5,
     "SessionInfo": 1, "AcquireResult": 2, "NodeDescription": 3, "DescribeResult": 4,
     "SessionState": 5, "NodePage": 6, "SemaphorePage": 7, "SessionPage": 8, "ClusterView": 9,
     "RateReservation": 10, "AcquireAllResult": 11, "ClaimRecord": 12, "WatchArmed": 16,
+    "FilesReloaded": 17,
     "Hello": 1, "Request": 2, "Ping": 3, "Welcome": 11, "Refused": 12, "Reply": 13,
     "Failure": 14, "Push": 15, "Pong": 16, "GoingAway": 17,
 }  # fmt: skip

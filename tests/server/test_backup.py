@@ -225,9 +225,11 @@ def test_a_backup_needs_an_auth_file_and_an_admin_secret(tmp_path: Path) -> None
             urllib.request.urlopen(foreign, timeout=WAIT)
         refused_by_name.value.close()  # (its socket: closed here, not by the collector)
         assert refused_by_name.value.code == 401  # (not 421: the Host is not checked)
-        native = tenure_cli("backup", "--url", f"tenure://127.0.0.1:{server.port}", "b")
-        assert native.returncode == 2
-        assert "HTTP endpoint" in native.stderr
+        # At the native URL (issue 57) the same rule: an admin token.
+        native = f"tenure://127.0.0.1:{server.port}"
+        read_only = tenure_cli("backup", "--url", native, str(tmp_path / "b"), token=READER)
+        assert read_only.returncode == 2
+        assert "token 'viewer' is read-only: it may not take backups" in read_only.stderr
     assert not (tmp_path / "b").exists()
     assert not list(tmp_path.glob("*.partial"))
 

@@ -2,7 +2,9 @@
 
 :func:`kind_json` is what ``tenure describe --json`` and the dashboard's board read
 (the board leaves a claim's id and data out); :func:`kind_text` is the line
-``tenure describe``, ``ls`` and ``watch`` print under a semaphore. What depends on
+``tenure describe``, ``ls`` and ``watch`` print under a semaphore; :func:`shown_hold`
+is what a hold of it shows as its data (a group's member: its own data and its
+record's id, state and weight, as the dashboard's board shows it). What depends on
 time (a rate limiter's level, a claim's time left) takes ``now``, UNIX seconds of
 the store's clock; the dashboard's script (``static/dashboard.js``) restates the
 text of a claim and a group for its live view.
@@ -25,8 +27,9 @@ from tenure._core.kinds import (
     PlainKind,
     RWLockKind,
 )
+from tenure._core.members import MemberRecord, parse_record
 
-__all__ = ["TEXT_IDS", "kind_json", "kind_text"]
+__all__ = ["TEXT_IDS", "kind_json", "kind_text", "member_json", "shown_hold"]
 
 #: Member ids :func:`kind_text` names before it says how many more there are.
 TEXT_IDS: Final = 10
@@ -92,6 +95,25 @@ def kind_json(kind: Kind, now: float | None = None) -> dict[str, object]:
             doc["left"] = kind.left(now)
         return doc
     return {"kind": kind.kind, "value": kind.value}
+
+
+def shown_hold(kind: Kind, data: bytes) -> tuple[bytes, MemberRecord | None]:
+    """What a hold (or a waiter) of a semaphore of ``kind`` shows as its data, and its
+    member record if it is a group's member.
+
+    A group's holders are its members, their owner data a member record (``member
+    joined 8:worker-1 - DATA``: :mod:`tenure._core.members`): a member shows its own
+    ``DATA``, and its id, state and weight beside it, never the record they are kept
+    in. Any other hold, or a hold of a group whose data is no record, shows its data
+    as it is.
+    """
+    record = parse_record(data) if isinstance(kind, GroupKind) else None
+    return (data, None) if record is None else (record.data, record)
+
+
+def member_json(record: MemberRecord) -> dict[str, object]:
+    """A member record's id, state and weight (None: a plain member) as JSON."""
+    return {"id": record.id, "state": record.state, "weight": record.weight}
 
 
 def kind_text(kind: Kind, now: float) -> str:

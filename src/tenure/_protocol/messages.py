@@ -47,6 +47,7 @@ from tenure._core.values import (
     SemaphoreDescription,
     WaiterInfo,
 )
+from tenure._protocol.admin import ReadBackup, ReloadFiles
 from tenure._protocol.cluster import ClusterStatus
 from tenure._protocol.errors import LocalProtocolError
 from tenure._protocol.frames import DEFAULT_MAX_FRAME_SIZE, MIN_MAX_FRAME_SIZE
@@ -75,6 +76,7 @@ __all__ = [
     "SINCE_VERSION_5",
     "SINCE_VERSION_6",
     "SINCE_VERSION_7",
+    "SINCE_VERSION_8",
     "SUPPORTED_VERSIONS",
     "ClientMessage",
     "ConnectionClosed",
@@ -108,11 +110,13 @@ __all__ = [
 #: the asking task's number on Acquire and AcquireAll (deadlock detection) and the
 #: broken deadlocks on NodeDescription. Version 7 added OfferHold and AdoptHold (a
 #: hold handed off to another session under a new token), and Acquire's and
-#: NodeConfig's trailing ``max_hold`` (a grant bounded in time).
-PROTOCOL_VERSION: Final = 7
+#: NodeConfig's trailing ``max_hold`` (a grant bounded in time). Version 8 added
+#: ReadBackup and ReloadFiles (an operator's acts on the server itself, at the URL every
+#: other command takes: :mod:`tenure._protocol.admin`).
+PROTOCOL_VERSION: Final = 8
 #: The versions a server built from this code accepts in a Hello. To an older peer
 #: it sends the layouts of the peer's version (:func:`for_version`).
-SUPPORTED_VERSIONS: Final = frozenset({1, 2, 3, 4, 5, 6, PROTOCOL_VERSION})
+SUPPORTED_VERSIONS: Final = frozenset({1, 2, 3, 4, 5, 6, 7, PROTOCOL_VERSION})
 #: Commands a version-1 peer does not know (a client must not send them to it).
 SINCE_VERSION_2: Final = frozenset({ListNodes, ListSemaphores, ListSessions, KillSession})
 #: Commands a version-1 or version-2 peer does not know.
@@ -125,6 +129,8 @@ SINCE_VERSION_5: Final = frozenset({ReserveUnits, AcquireAll})
 SINCE_VERSION_6: Final = frozenset({WatchPrefix, ClaimName, ReleaseClaim})
 #: Commands a peer of version 1 to 6 does not know.
 SINCE_VERSION_7: Final = frozenset({OfferHold, AdoptHold})
+#: Commands a peer of version 1 to 7 does not know.
+SINCE_VERSION_8: Final = frozenset({ReadBackup, ReloadFiles})
 #: Welcome.role of a server that is not part of a cluster, of a cluster's leader,
 #: and of a standby (which answers only ClusterStatus and Ping: docs/protocol.md 16).
 STANDALONE: Final = ""

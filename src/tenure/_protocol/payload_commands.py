@@ -13,6 +13,7 @@ from typing import Any, Final
 import msgspec
 
 from tenure._core import commands as c
+from tenure._protocol.admin import READ_BACKUP, RELOAD_FILES
 from tenure._protocol.cluster import CLUSTER_STATUS
 from tenure._protocol.payload_records import (
     CLIENT_IDENTITY,
@@ -215,6 +216,9 @@ _COMMANDS: Final = (
         tag=42,
     ),
     CLUSTER_STATUS,  # (version 3: not the engine's, the server answers it: _protocol.cluster)
+    # protocol version 8: an operator's acts on the server itself (_protocol.admin)
+    READ_BACKUP,
+    RELOAD_FILES,
 )
 
 #: Any engine command, as ``[tag, field, ...]``.

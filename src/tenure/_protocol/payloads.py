@@ -25,6 +25,7 @@ from tenure._core import commands as c
 from tenure._core import effects as fx
 from tenure._core import values as v
 from tenure._core.claims import ClaimRecord
+from tenure._protocol.admin import FILES_RELOADED, FilesReloaded, ReadBackup, ReloadFiles
 from tenure._protocol.cluster import CLUSTER_VIEW, ClusterStatus, ClusterView
 from tenure._protocol.payload_commands import (
     COMMAND,
@@ -100,6 +101,7 @@ ReplyValue = (
     | c.SemaphorePage
     | c.SessionPage
     | ClusterView
+    | FilesReloaded
     | c.RateReservation
     | c.AcquireAllResult
     | c.WatchArmed
@@ -232,6 +234,7 @@ _VALUES: Final = (
         tag=11,
     ),
     Record(c.WatchArmed, [("watch_id", UINT)], tag=16),
+    FILES_RELOADED,  # (version 8: tenure._protocol.admin)
     Record(
         ClaimRecord,
         [
@@ -286,6 +289,8 @@ REPLY_TYPES: Final[Mapping[type, tuple[type, ...]]] = {
     c.SetNodeAnnex: (_NONE,),
     c.GetNodeAnnex: (bytes,),
     ClusterStatus: (ClusterView,),
+    ReadBackup: (bytes,),
+    ReloadFiles: (FilesReloaded,),
 }
 
 
@@ -315,8 +320,9 @@ class _Value(Field):
             try:
                 return records_dump(value)
             except WireError:
-                # GetNodeAnnex's reply, msgpack bin as it is: rare, so it is looked for
-                # only here, costing the records (every lock's replies) nothing.
+                # GetNodeAnnex's and ReadBackup's reply, msgpack bin as it is: rare, so it
+                # is looked for only here, costing the records (every lock's replies)
+                # nothing.
                 if type(value) is bytes:
                     return value
                 raise

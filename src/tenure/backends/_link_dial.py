@@ -32,6 +32,7 @@ from tenure._protocol.messages import (
     SINCE_VERSION_5,
     SINCE_VERSION_6,
     SINCE_VERSION_7,
+    SINCE_VERSION_8,
     STANDALONE,
     STANDBY,
 )
@@ -62,6 +63,7 @@ NEWER: Final = (
     | SINCE_VERSION_5
     | SINCE_VERSION_6
     | SINCE_VERSION_7
+    | SINCE_VERSION_8
     | frozenset({CreateNode})
 )
 _DEFAULT_MAX_CLAIMS: Final = NodeConfig().max_claims
@@ -202,7 +204,9 @@ async def leader_elsewhere(
 
 def check_version(endpoint: Door, version: int, command: Command[R]) -> None:
     """UnsupportedError if protocol ``version`` (spoken to ``endpoint``) lacks ``command``."""
-    if type(command) in SINCE_VERSION_7 and version < 7:
+    if type(command) in SINCE_VERSION_8 and version < 8:
+        what = "take backups or reload its files over tenure://"
+    elif type(command) in SINCE_VERSION_7 and version < 7:
         what = "hand a lease to another session (lease.handoff, session.adopt)"
     elif type(command) in SINCE_VERSION_6 and version < 6:
         if isinstance(command, WatchPrefix):

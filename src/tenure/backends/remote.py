@@ -31,7 +31,9 @@ client's close waits to close on the server the sessions it gave up: default 5;
 Each service gets one multiplexed, pipelined connection (see
 :mod:`tenure.backends._link`); sessions survive its loss for their recovery window
 (:mod:`tenure.backends._remote_session`). :func:`cluster_status` asks each door of
-a URL about its cluster (``tenure cluster status``).
+a URL about its cluster (``tenure cluster status``); :func:`read_backup` and
+:func:`reload_servers` are ``tenure backup`` and ``tenure reload`` over the native
+protocol (:mod:`tenure.backends._remote_admin`).
 """
 
 from __future__ import annotations
@@ -63,12 +65,14 @@ from tenure._core import (
 from tenure._core.rendezvous import hash64
 from tenure._core.values import SemaphoreSummary, SessionSummary
 from tenure._protocol import Welcome
+from tenure._protocol.admin import FilesReloaded
 from tenure._protocol.cluster import ClusterStatus, ClusterView, MemberView
 from tenure.backends._base import Capability, SessionListener, SessionTicket
 from tenure.backends._engine import engine_session
 from tenure.backends._link import Door, Doors, Link, LinkOptions, describe_error
 from tenure.backends._opener import NewSession, SessionFactory
 from tenure.backends._options import WITHDRAW_WAIT
+from tenure.backends._remote_admin import DoorReload, read_backup, reload_servers
 from tenure.backends._remote_session import RemoteStore, Shard
 from tenure.backends._remote_url import CLOSE_WAIT, parse
 from tenure.backends._session import StoreSession
@@ -347,10 +351,14 @@ __all__ = [
     "CAPABILITIES",
     "SINCE_VERSION",
     "ClusterView",
+    "DoorReload",
     "DoorStatus",
+    "FilesReloaded",
     "MemberView",
     "Shard",
     "TenureBackend",
     "cluster_status",
     "open_backend",
+    "read_backup",
+    "reload_servers",
 ]

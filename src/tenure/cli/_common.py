@@ -8,6 +8,7 @@ command writes on stderr, and :func:`status_of` the exit status it ends with
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import re
@@ -22,9 +23,10 @@ import click
 import tenure
 from tenure._core.values import MAX_DESCRIPTION_BYTES
 from tenure.cli._auth_token import child_environ, connect_token, redact, token_file_option
+from tenure.cli._node_hint import missing_node
 from tenure.cli._render import safe
 from tenure.cli._status import Status
-from tenure.client import Client, Opening
+from tenure.client import Client
 from tenure.errors import InvalidArgumentError, NotFoundError, PermissionDeniedError, TenureError
 
 #: Where the commands connect when neither ``--url`` nor ``TENURE_URL`` says.
@@ -76,6 +78,8 @@ PERMISSION_WORDS: Final = {
     "DropNode": "drop nodes",
     "KillSession": "end sessions",
     "ClusterStatus": "ask about the cluster",
+    "ReadBackup": "take backups",
+    "ReloadFiles": "reload the servers' files",
 }
 _SEND: Final = re.compile(r"\bsend (" + "|".join(PERMISSION_WORDS) + r")\b")
 
@@ -216,14 +220,33 @@ def json_option(function: F) -> F:
 
 
 def node_option(function: F) -> F:
-    """``--node``: the node a lock or election is taken in (``default``, created if missing)."""
+    """``--node`` and ``--create-node``: the node a lock, election or claim is taken in.
+
+    Without ``--node`` it is ``default``, made if missing (no name was typed, so none
+    was mistyped). A node named with ``--node`` must exist, unless ``--create-node``
+    (issue 57: ``--node bilign`` made the mistyped node and ran the command, excluded
+    from nothing); a missing one is said with the names it may have meant.
+    """
+    function = click.option(
+        "--create-node",
+        is_flag=True,
+        help="make --node NODE (with default settings) if it is missing",
+    )(function)
     return click.option(
         "--node",
-        default=DEFAULT_NODE,
-        show_default=True,
+        default=None,
         metavar="NODE",
-        help="the node it lives in; created (with default settings) if missing",
+        help=f"the node it lives in (default: {DEFAULT_NODE!r}, made if missing); a node "
+        "named here must exist, unless --create-node",
     )(function)
+
+
+def chosen_node(node: str | None, create_node: bool) -> tuple[str, bool]:
+    """The node ``--node`` and ``--create-node`` name, and whether to make it if missing
+    (:func:`node_option`)."""
+    if node is None:
+        return DEFAULT_NODE, True
+    return node, create_node
 
 
 def existing_node_option(function: F) -> F:
@@ -261,13 +284,34 @@ def exit_status_option(flag: str, *, default: Status, help: str) -> Callable[[F]
     )
 
 
-def connect(url: str) -> Opening[Client]:
+@contextlib.asynccontextmanager
+async def connect(
+    url: str, *, node: str | None = None, creatable: bool = False
+) -> AsyncIterator[Client]:
     """A client of ``url`` whose sessions name this command as their client, with the
-    auth token of ``--token-file`` or ``TENURE_AUTH_TOKEN`` (``cli._auth_token``)."""
+    auth token of ``--token-file`` or ``TENURE_AUTH_TOKEN`` (``cli._auth_token``).
+
+    ``node``: the node the command names. A NotFoundError that leaves the block while
+    that node does not exist is said as its absence, with the names it may have been
+    meant as (:func:`tenure.cli._node_hint.missing_node`; ``creatable``: and that
+    ``--create-node`` makes it), whichever call found it missing, on every backend.
+    """
     token = connect_token(url)
-    if token is None:
-        return tenure.connect(url, client_name=CLIENT_NAME)
-    return tenure.connect(url, client_name=CLIENT_NAME, token=token)
+    opening = (
+        tenure.connect(url, client_name=CLIENT_NAME)
+        if token is None
+        else tenure.connect(url, client_name=CLIENT_NAME, token=token)
+    )
+    async with opening as client:
+        try:
+            yield client
+        except NotFoundError:
+            if node is None:
+                raise
+            words = await missing_node(client, node, creatable)
+            if words is None:  # the node exists: something in it was missing
+                raise
+            raise NotFoundError(words) from None
 
 
 def run(main: Coroutine[Any, Any, T]) -> T:
@@ -275,8 +319,9 @@ def run(main: Coroutine[Any, Any, T]) -> T:
     return asyncio.run(main)
 
 
-async def ensure_node(client: Client, node: str) -> None:
-    """Create ``node`` with default settings unless it exists.
+async def ensure_node(client: Client, node: str, create: bool = True) -> None:
+    """Make ``node`` with default settings if it is missing and ``create``; else
+    NotFoundError if it is missing (said with the names meant by :func:`connect`).
 
     An existing node is only read, so that a token that may not create nodes (a
     read-only one, or one limited to some nodes) is not refused for creating one.
@@ -284,6 +329,8 @@ async def ensure_node(client: Client, node: str) -> None:
     try:
         await client.describe_node(node)
     except NotFoundError:
+        if not create:
+            raise
         await client.create_node(node, exist_ok=True)
 
 

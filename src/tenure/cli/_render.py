@@ -24,8 +24,8 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from tenure._core.kind_render import kind_json, kind_text
-from tenure._core.kinds import classify_description
+from tenure._core.kind_render import kind_json, kind_text, member_json, shown_hold
+from tenure._core.kinds import GroupKind, Kind, PlainKind, classify_description
 from tenure._core.values import (
     MAX_COUNT,
     ClientIdentity,
@@ -154,8 +154,23 @@ def limit_json(kind: str, limit: int) -> int | None:
 # -- documents ------------------------------------------------------------------------
 
 
-def owner_json(owner: OwnerInfo) -> dict[str, object]:
-    """One holder as JSON (``since``: UNIX seconds, store's clock)."""
+#: What a semaphore that is no recipe's is (its holds show their data as it is).
+PLAIN: Final = PlainKind("semaphore")
+
+
+def member_fields(kind: Kind, data: bytes) -> dict[str, object]:
+    """A group member's ``member`` (its id, state, weight and its own data), for the
+    JSON of a hold or waiter of a group; nothing for any other (``data`` stays the
+    owner data exactly, the record included)."""
+    shown, record = shown_hold(kind, data)
+    if record is None:
+        return {}
+    return {"member": {**member_json(record), **data_json(shown)}}
+
+
+def owner_json(owner: OwnerInfo, kind: Kind = PLAIN) -> dict[str, object]:
+    """One holder as JSON (``since``: UNIX seconds, store's clock); a group's member
+    with its ``member`` (:func:`member_fields`)."""
     return {
         "session_id": owner.session_id,
         "description": owner.description,
@@ -164,11 +179,13 @@ def owner_json(owner: OwnerInfo) -> dict[str, object]:
         "count": None if owner.count == MAX_COUNT else owner.count,
         "since": owner.since,
         **data_json(owner.data),
+        **member_fields(kind, owner.data),
     }
 
 
-def waiter_json(waiter: WaiterInfo) -> dict[str, object]:
-    """One waiter as JSON (``since``: when it queued, UNIX seconds, store's clock)."""
+def waiter_json(waiter: WaiterInfo, kind: Kind = PLAIN) -> dict[str, object]:
+    """One waiter as JSON (``since``: when it queued, UNIX seconds, store's clock); a
+    join of a group with its ``member`` (:func:`member_fields`)."""
     return {
         "session_id": waiter.session_id,
         "description": waiter.description,
@@ -176,6 +193,7 @@ def waiter_json(waiter: WaiterInfo) -> dict[str, object]:
         "count": None if waiter.count == MAX_COUNT else waiter.count,
         "since": waiter.since,
         **data_json(waiter.data),
+        **member_fields(kind, waiter.data),
     }
 
 
@@ -191,6 +209,7 @@ def semaphore_json(
     """
     counts = [owner.count for owner in found.owners] + [w.count for w in found.waiters]
     kind = kind_of(found.limit, found.ephemeral, counts) if found.exists else "mutex"
+    recipe = classify_description(found)
     return {
         "node": node,
         "name": found.name,
@@ -201,9 +220,9 @@ def semaphore_json(
         "held": found.count > 0,
         "ephemeral": found.ephemeral,
         **data_json(found.data),
-        "owners": [owner_json(owner) for owner in found.owners],
-        "waiters": [waiter_json(waiter) for waiter in found.waiters],
-        "recipe": kind_json(classify_description(found), time.time() if now is None else now),
+        "owners": [owner_json(owner, recipe) for owner in found.owners],
+        "waiters": [waiter_json(waiter, recipe) for waiter in found.waiters],
+        "recipe": kind_json(recipe, time.time() if now is None else now),
     }
 
 
@@ -312,10 +331,15 @@ def semaphore_tables(node: str, found: SemaphoreDescription) -> list[Table | Tex
     if found.data:
         heading += f"; data '{data_text(found.data)}'"
     now = time.time()
-    recipe = kind_text(classify_description(found), now)
+    kind = classify_description(found)
+    recipe = kind_text(kind, now)
+    # A group's holds are its members: each shows its id, state and weight, and its
+    # own data, not the member record they are kept in (as the dashboard shows them).
+    group = isinstance(kind, GroupKind)
+    members = ["member", "state", "weight"] if group else []
     holders = table(
-        "holders",
-        ["session", "description", "client", "token", "count", "held for", "data"],
+        "members" if group else "holders",
+        ["session", "description", "client", "token", "count", *members, "held for", "data"],
         (
             [
                 str(owner.session_id),
@@ -323,15 +347,16 @@ def semaphore_tables(node: str, found: SemaphoreDescription) -> list[Table | Tex
                 identity_text(owner.identity),
                 str(owner.token),
                 count_text(owner.count),
+                *_member_cells(kind, owner.data, group),
                 age_text(owner.since, now),
-                data_text(owner.data),
+                data_text(shown_hold(kind, owner.data)[0]),
             ]
             for owner in found.owners
         ),
     )
     waiters = table(
         "waiters (in the order they will be served)",
-        ["#", "session", "description", "client", "count", "waiting for", "data"],
+        ["#", "session", "description", "client", "count", *members, "waiting for", "data"],
         (
             [
                 str(position),
@@ -339,13 +364,26 @@ def semaphore_tables(node: str, found: SemaphoreDescription) -> list[Table | Tex
                 safe(waiter.description) or "-",
                 identity_text(waiter.identity),
                 count_text(waiter.count),
+                *_member_cells(kind, waiter.data, group),
                 age_text(waiter.since, now),
-                data_text(waiter.data),
+                data_text(shown_hold(kind, waiter.data)[0]),
             ]
             for position, waiter in enumerate(found.waiters, 1)
         ),
     )
     return [Text(heading), *([Text(safe(recipe))] if recipe else []), holders, waiters]
+
+
+def _member_cells(kind: Kind, data: bytes, group: bool) -> list[str]:
+    """A group member's id, state and weight cells (``-`` for a hold that is no
+    member record); none for a semaphore that is no group."""
+    if not group:
+        return []
+    record = shown_hold(kind, data)[1]
+    if record is None:
+        return ["-", "-", "-"]
+    weight = "-" if record.weight is None else f"{record.weight:g}"
+    return [safe(record.id), record.state, weight]
 
 
 def summaries_table(node: str, summaries: Sequence[SemaphoreSummary]) -> Table:

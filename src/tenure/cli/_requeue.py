@@ -180,6 +180,7 @@ async def elect_with_requeue(
     *,
     url: str,
     node: str,
+    create_node: bool,
     grace: float,
     recovery_window: float | None,
     pause: RequeuePause,
@@ -190,8 +191,8 @@ async def elect_with_requeue(
         term_command = TermCommand(name, node, command, signals, grace, pause)
         doing = "campaigning for"
         try:
-            async with connect(url) as client:
-                await ensure_node(client, node)
+            async with connect(url, node=node, creatable=not create_node) as client:
+                await ensure_node(client, node, create_node)
                 while True:
                     doing = "campaigning for"
                     try:
@@ -291,6 +292,7 @@ def with_requeue(
         command,
         url=common["url"],
         node=common["node"],
+        create_node=common["create_node"],
         grace=common["grace"],
         recovery_window=common["recovery_window"],
         pause=RequeuePause(first, most, pause["requeue_reset_after"]),

@@ -1,9 +1,12 @@
 """``tenure backup``, ``tenure backup verify`` and ``tenure restore`` (docs/operations.md,
 "Backup and restore").
 
-``tenure backup --url URL FILE`` asks a running server's HTTP endpoint (``--http-port``;
-a cluster's leader, found from any member) for a backup, with an admin token (as
-every command takes one: ``--token-file``, ``TENURE_AUTH_TOKEN``), writes it to
+``tenure backup [--url URL] FILE`` asks a running server for a backup (a cluster's
+leader, found from any member) at the URL every command takes (``tenure://``,
+``TENURE_URL``: the native protocol's ReadBackup), or at its HTTP endpoint
+(``http(s)://HOST:HTTP_PORT``, ``--http-port``: :mod:`tenure.cli._server_calls`), with
+an admin token (as every command takes one: ``--token-file``, ``TENURE_AUTH_TOKEN``)
+or, of a server without an auth file, from the server's own host; it writes it to
 ``FILE.partial`` and renames it to ``FILE`` once its checksum is checked. ``tenure
 backup verify FILE`` prints what a backup holds and exits non-zero on a bad checksum
 or an unknown version. ``tenure restore FILE --data-dir DIR`` makes a new data
@@ -21,18 +24,29 @@ import asyncio
 import http.client
 import json
 import os
+import ssl
 import urllib.error
 import urllib.request
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any, Final
+from typing import IO, TYPE_CHECKING, Any, Final, TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
 import click
 
-from tenure.cli._auth_token import auth_token, token_file_option
-from tenure.cli._common import CommandFailedError
+from tenure.cli._auth_token import auth_token
+from tenure.cli._common import CommandFailedError, permission_words
+from tenure.cli._server_calls import (
+    HTTP_SCHEMES,
+    ca_option,
+    http_context,
+    native_backup,
+    scheme_of,
+    server_url_option,
+)
 from tenure.cli._status import Status
+from tenure.errors import AuthenticationError, PermissionDeniedError
 
 if TYPE_CHECKING:
     from tenure.server._durability.backup import Backup
@@ -59,36 +73,37 @@ class _BackupGroup(click.Group):
 
 @click.group(cls=_BackupGroup)
 def backup() -> None:
-    """Back up a running server: `tenure backup --url URL FILE` (as `save`); or check one:
-    `tenure backup verify FILE`."""
+    """Back up a running server: `tenure backup [--url URL] FILE` (as `save`); or check
+    one: `tenure backup verify FILE`."""
 
 
 def _endpoint(url: str) -> str:
     parts = urlsplit(url)
-    if parts.scheme not in ("http", "https") or not parts.netloc:
-        raise CommandFailedError(
-            f"--url must be the server's HTTP endpoint (http://HOST:PORT, its --http-port), "
-            f"not {url!r}",
-            Status.USAGE,
-        )
     return urlunsplit((parts.scheme, parts.netloc, "/admin/backup", "", ""))
 
 
-def _download(endpoint: str, token: str, out: IO[bytes], *, follow: bool = True) -> None:
+def _download(
+    endpoint: str,
+    token: str,
+    write: Callable[[bytes], object],
+    context: ssl.SSLContext | None,
+    *,
+    follow: bool = True,
+) -> None:
     request = urllib.request.Request(
         endpoint, method="POST", data=b"", headers={"Authorization": f"Bearer {token}"}
     )
     try:
-        with urllib.request.urlopen(request) as response:
+        with urllib.request.urlopen(request, context=context) as response:
             while chunk := response.read(_CHUNK):
-                out.write(chunk)
+                write(chunk)
     except urllib.error.HTTPError as error:
         with error:  # (its connection closed: a 421's is not the one the leader gets)
             words = error.read().decode(errors="replace").strip()
         leader = error.headers.get(_LEADER_HEADER)
         if error.code == 421 and leader and follow:  # a standby: ask the leader
             scheme = urlsplit(endpoint).scheme
-            _download(f"{scheme}://{leader}/admin/backup", token, out, follow=False)
+            _download(f"{scheme}://{leader}/admin/backup", token, write, context, follow=False)
             return
         status = Status.USAGE if error.code in (401, 403) else Status.FAILED
         message = f"the server refused the backup ({error.code}): {words}"
@@ -102,36 +117,91 @@ def _download(endpoint: str, token: str, out: IO[bytes], *, follow: bool = True)
 
 
 @backup.command()
-@click.option("--url", required=True, metavar="URL", help="the server's http://HOST:PORT")
-@token_file_option
+@server_url_option
+@ca_option
 @click.argument("file", type=click.Path(path_type=Path, dir_okay=False))
-def save(url: str, file: Path) -> int:
-    """Write a backup of the server at URL to FILE (an admin token is needed)."""
+def save(url: str, ca: Path | None, file: Path) -> int:
+    """Write a backup of the server at --url to FILE (FILE.partial until it is whole).
+
+    --url is the URL every command takes (tenure://HOST:PORT, or TENURE_URL; of a
+    cluster any member: the leader takes it), or the server's HTTP endpoint
+    (http(s)://HOST:HTTP_PORT). It needs an admin token (read-write, every node:
+    --token-file FILE or TENURE_AUTH_TOKEN); a server without an auth file gives a
+    backup over tenure:// to a client on its own host only.
+    """
     from tenure.server._durability.backup import BadBackupError, read_backup, summary
 
-    endpoint = _endpoint(url)
-    token = auth_token(url)
-    if token is None:
-        raise CommandFailedError(
-            "a backup needs an admin token: --token-file FILE or TENURE_AUTH_TOKEN", Status.USAGE
-        )
+    scheme = scheme_of(url, "backup")
     partial = file.with_name(file.name + ".partial")
+    if not file.parent.is_dir():  # (said before the server is asked to take it)
+        why = "is not a directory" if file.parent.exists() else "does not exist"
+        raise CommandFailedError(
+            f"cannot write the backup to {file}: its directory {file.parent} {why}",
+            Status.USAGE,
+        )
+    token = auth_token(url)
+    if scheme in HTTP_SCHEMES and token is None:
+        raise CommandFailedError(
+            "a backup over the HTTP endpoint needs an admin token: --token-file FILE or "
+            "TENURE_AUTH_TOKEN",
+            Status.USAGE,
+        )
     try:
-        with partial.open("wb") as out:
-            _download(endpoint, token, out)
-            out.flush()
-            os.fsync(out.fileno())
+        with _written(lambda: partial.open("wb"), file, partial) as out:
+            write = _writing(out, file, partial)
+            if scheme in HTTP_SCHEMES:
+                assert token is not None
+                _download(_endpoint(url), token, write, http_context(ca))
+            else:
+                _native(url, ca, write)
+            _written(lambda: _synced(out), file, partial)
         try:
             facts = summary(read_backup(partial))
         except BadBackupError as error:
             raise CommandFailedError(
                 f"the backup received is bad: {error}", Status.FAILED
             ) from None
-        os.replace(partial, file)
+        _written(lambda: os.replace(partial, file), file, partial)
     finally:
         partial.unlink(missing_ok=True)
     click.echo(f"{file}: {_line(facts)}")
     return Status.OK
+
+
+T = TypeVar("T")
+
+
+def _written(act: Callable[[], T], file: Path, partial: Path) -> T:
+    """``act()``, a step of writing the backup's file: its OSError said as the file's."""
+    try:
+        return act()
+    except OSError as error:
+        where = error.filename or partial
+        raise CommandFailedError(
+            f"cannot write the backup to {file}: {where}: {error.strerror or error}",
+            Status.FAILED,
+        ) from None
+
+
+def _synced(out: IO[bytes]) -> None:
+    """``out``'s bytes on the disk (flushed, then fsync)."""
+    out.flush()
+    os.fsync(out.fileno())
+
+
+def _writing(out: IO[bytes], file: Path, partial: Path) -> Callable[[bytes], object]:
+    """What writes each part of the backup to ``out`` (its OSError said as the file's)."""
+    return lambda part: _written(lambda: out.write(part), file, partial)
+
+
+def _native(url: str, ca: Path | None, write: Callable[[bytes], object]) -> None:
+    """The backup over the native protocol, handed to ``write`` (a refusal said as the
+    HTTP endpoint's is: exit 2 for a token that may not, or none)."""
+    try:
+        native_backup(url, ca, write)
+    except (PermissionDeniedError, AuthenticationError) as error:
+        said = f"{type(error).__name__}: {permission_words(str(error))}"
+        raise CommandFailedError(f"the server refused the backup: {said}", Status.USAGE) from None
 
 
 def _line(facts: dict[str, Any]) -> str:

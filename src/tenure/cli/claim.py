@@ -29,6 +29,7 @@ import click
 from tenure.cli._auth_token import pass_token_option
 from tenure.cli._common import (
     CommandFailedError,
+    chosen_node,
     connect,
     ensure_node,
     environ_with,
@@ -96,7 +97,8 @@ def claim(
     grace: float,
     conflict_exit_code: int,
     lost_exit_code: int,
-    node: str,
+    node: str | None,
+    create_node: bool,
     url: str,
 ) -> int:
     """Run a command once for the slot NAME: exit 1 if it is claimed already.
@@ -119,8 +121,9 @@ def claim(
     if at_least > at_most:
         raise click.UsageError(f"--at-least ({at_least:g}) exceeds --at-most ({at_most:g})")
     owner = f"{socket.gethostname()} pid {os.getpid()}" if data is None else data
+    where = chosen_node(node, create_node)
     main = _claim_and_run(
-        name, at_least, at_most, owner, grace, conflict_exit_code, lost_exit_code, node, url,
+        name, at_least, at_most, owner, grace, conflict_exit_code, lost_exit_code, where, url,
         command,
     )  # fmt: skip
     return run(main)
@@ -134,7 +137,7 @@ async def _claim_and_run(
     grace: float,
     conflict_exit_code: int,
     lost_exit_code: int,
-    node: str,
+    where: tuple[str, bool],
     url: str,
     command: list[str],
 ) -> int:
@@ -144,12 +147,13 @@ async def _claim_and_run(
     ``lock`` and ``elect`` do; a claim already made is released then too.
     """
     what = f"claim {name!r}"
+    node, create_node = where
     description = session_description(["claim", name, "--", *command])
     loop = asyncio.get_running_loop()
     with Signals() as signals:
         try:
-            async with connect(url) as client:
-                await ensure_node(client, node)
+            async with connect(url, node=node, creatable=not create_node) as client:
+                await ensure_node(client, node, create_node)
                 # The session only sends the claim: the claim outlives it.
                 async with client.session(node, description=description) as session:
                     sent = loop.time()
@@ -228,7 +232,7 @@ def release_claim(name: str, claim_id: str, node: str, url: str) -> int:
 
 
 async def _release(name: str, claim_id: str, node: str, url: str) -> int:
-    async with connect(url) as client:
+    async with connect(url, node=node) as client:
         if await client.release_claim(node, name, claim_id):
             say(f"claim {name!r} ({claim_id}) released")
             return Status.OK

@@ -35,6 +35,10 @@ if TYPE_CHECKING:
 
 #: Welcome.role of a cluster's leader (tenure._protocol's word, said here as text).
 LEADER = "leader"
+#: Welcome.role of a server that is not part of a cluster.
+STANDALONE = ""
+#: What a standalone server is, in the words of ``tenure cluster status``.
+STANDALONE_WORDS = "a standalone server (tenure serve without --cluster)"
 
 
 @click.group()
@@ -97,6 +101,9 @@ def judge(doors: list[DoorStatus], view: ClusterView | None) -> tuple[Status, st
     """The exit status, and why it is not OK (see :func:`status`)."""
     failed = [door for door in doors if door.view is None]
     if view is None:
+        alone = standalone(doors)
+        if alone and len(alone) == len(doors):
+            return Status.FAILED, f"{_listed(alone)} {STANDALONE_WORDS}, not part of a cluster"
         return Status.FAILED, f"no door of the cluster answered ({door_errors(failed)})"
     if not any(door.role == LEADER for door in doors if door.view is not None):
         known = f"the members name {view.leader!r}" if view.leader else "no member leads"
@@ -106,6 +113,17 @@ def judge(doors: list[DoorStatus], view: ClusterView | None) -> tuple[Status, st
             f"{len(failed)} of {len(doors)} doors could not be asked: {door_errors(failed)}"
         )
     return Status.OK, ""
+
+
+def standalone(doors: list[DoorStatus]) -> list[DoorStatus]:
+    """The doors whose server greeted as a standalone server (no cluster's member)."""
+    return [door for door in doors if door.view is None and door.role == STANDALONE]
+
+
+def _listed(doors: list[DoorStatus]) -> str:
+    """``a:1 is`` or ``a:1, b:2 are``."""
+    names = ", ".join(door.door for door in doors)
+    return f"{names} {'is' if len(doors) == 1 else 'are'}"
 
 
 def door_errors(failed: list[DoorStatus]) -> str:
@@ -118,6 +136,15 @@ def error_text(door: DoorStatus) -> str:
     if door.error is None:
         return "no answer"
     return f"{type(door.error).__name__}: {' '.join(str(door.error).split())}"
+
+
+def answer_text(door: DoorStatus) -> str:
+    """What the doors table says ``door`` answered."""
+    if door.view is not None:
+        return "ok"
+    if door.role == STANDALONE:
+        return "not part of a cluster: a standalone server"
+    return error_text(door)
 
 
 def members_json(view: ClusterView) -> list[dict[str, object]]:
@@ -165,7 +192,19 @@ def status_json(
 def status_parts(doors: list[DoorStatus], view: ClusterView | None) -> list[Any]:
     """What the command prints: a heading, the members, the doors."""
     parts: list[Any] = []
-    if view is None:
+    alone = standalone(doors)
+    if view is None and alone and len(alone) == len(doors):
+        parts.append(Text(_render.safe(f"not a cluster: {_listed(alone)} {STANDALONE_WORDS}")))
+    elif view is None and alone:
+        parts.append(
+            Text(
+                _render.safe(
+                    f"no member of a cluster answered: {_listed(alone)} {STANDALONE_WORDS}; "
+                    "the cluster's state is unknown"
+                )
+            )
+        )
+    elif view is None:
         parts.append(Text("no door answered: the cluster's state is unknown"))
     else:
         # What the servers say is shown as text (no markup), control characters escaped.
@@ -201,7 +240,7 @@ def status_parts(doors: list[DoorStatus], view: ClusterView | None) -> list[Any]
                     door.door,
                     door.role or ("standalone" if door.role == "" else "-"),
                     door.view.answered_by if door.view is not None else "-",
-                    "ok" if door.view is not None else error_text(door),
+                    answer_text(door),
                 ]
                 for door in doors
             ),

@@ -34,7 +34,7 @@ def leader(name: str, as_json: bool, node: str, url: str) -> int:
 
     async def main() -> int:
         async with (
-            connect(url) as client,
+            connect(url, node=node) as client,
             client.session(node, description="tenure leader") as session,
         ):
             state = await session.election(name).leader()
@@ -66,7 +66,7 @@ def observe(name: str, limit: int | None, as_json: bool, node: str, url: str) ->
 
     async def main() -> int:
         async with (
-            connect(url) as client,
+            connect(url, node=node) as client,
             client.session(node, description="tenure observe") as session,
         ):
             return await print_states(

@@ -38,7 +38,7 @@ def ls(node: str, name: str, as_json: bool, url: str) -> int:
 
     async def main() -> int:
         async with (
-            connect(url) as client,
+            connect(url, node=node) as client,
             client.session(node, description="tenure group ls") as session,
         ):
             try:

@@ -13,6 +13,7 @@ from tenure.cli._auth_token import pass_token_option
 from tenure.cli._common import (
     CommandFailedError,
     F,
+    chosen_node,
     connect,
     ensure_node,
     exit_status_option,
@@ -194,6 +195,7 @@ def lock(
     """
     command: list[str] = click.get_current_context().meta[COMMAND_KEY]
     check_waiting(common)
+    common["node"], common["create_node"] = chosen_node(common["node"], common["create_node"])
     if (name is None) == (semaphore is None):
         raise click.UsageError("give either NAME (a mutex) or --semaphore SEM, not both")
     if semaphore is None and (count is not None or limit is not None):
@@ -279,6 +281,7 @@ def elect(name: str, data: str, requeue: bool, **common: Any) -> int:
     """
     command: list[str] = click.get_current_context().meta[COMMAND_KEY]
     check_waiting(common)
+    common["node"], common["create_node"] = chosen_node(common["node"], common["create_node"])
     pause = {key: common.pop(key) for key in REQUEUE_OPTIONS}
     if requeue:
         return run(with_requeue(name, data, command, common, pause))
@@ -301,6 +304,7 @@ async def _hold_and_run(
     *,
     url: str,
     node: str,
+    create_node: bool,
     timeout: float | None,
     try_only: bool,
     grace: float,
@@ -310,13 +314,14 @@ async def _hold_and_run(
     max_hold: float | None = None,
 ) -> int:
     """Open a session, acquire, run ``command`` under :func:`supervise`, release;
-    with ``max_hold``, ``command`` is stopped before the store ends the lease."""
+    with ``max_hold``, ``command`` is stopped before the store ends the lease. The
+    node is made if missing only if ``create_node`` (:func:`chosen_node`)."""
     wait = 0.0 if try_only else timeout
     description = session_description([verb, name, "--", *command])
     with Signals() as signals:
         try:
-            async with connect(url) as client:
-                await ensure_node(client, node)
+            async with connect(url, node=node, creatable=not create_node) as client:
+                await ensure_node(client, node, create_node)
                 session = await client.session(
                     node, recovery_window=recovery_window, description=description
                 )

@@ -36,7 +36,7 @@ def ls(node: str | None, prefix: str, as_json: bool, url: str) -> int:
         raise click.UsageError("--prefix lists the semaphores of a NODE: give one")
 
     async def main() -> int:
-        async with connect(url) as client:
+        async with connect(url, node=node) as client:
             if node is None:
                 nodes = await client.list_nodes()
                 if as_json:
@@ -79,7 +79,7 @@ def describe(node: str, semaphore: str | None, as_json: bool, url: str) -> int:
 
     async def main() -> int:
         async with (
-            connect(url) as client,
+            connect(url, node=node) as client,
             client.session(node, description="tenure describe") as session,
         ):
             try:
@@ -103,7 +103,7 @@ def describe_node(node: str, as_json: bool, url: str) -> int:
     """``tenure describe NODE``: the node's description (``tenure node describe``)."""
 
     async def main() -> int:
-        async with connect(url) as client:
+        async with connect(url, node=node) as client:
             found = await client.describe_node(node)
         return show_node(found, as_json)
 
@@ -118,7 +118,7 @@ def sessions(node: str, as_json: bool, url: str) -> int:
     """List the live sessions of NODE: description, client, window, holds and waits."""
 
     async def main() -> int:
-        async with connect(url) as client:
+        async with connect(url, node=node) as client:
             found = await client.list_sessions(node)
         if as_json:
             print_json([_render.session_json(session) for session in found])
@@ -141,7 +141,7 @@ def kill_session(node: str, session_id: int, url: str) -> int:
     """
 
     async def main() -> int:
-        async with connect(url) as client:
+        async with connect(url, node=node) as client:
             await client.kill_session(node, session_id)
         click.echo(f"session {session_id} of node {node!r} ended")
         return Status.OK
@@ -164,7 +164,7 @@ def watch(node: str, semaphore: str, limit: int | None, as_json: bool, url: str)
 
     async def main() -> int:
         async with (
-            connect(url) as client,
+            connect(url, node=node) as client,
             client.session(node, description="tenure watch") as session,
         ):
             return await print_states(

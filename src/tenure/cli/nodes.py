@@ -111,7 +111,7 @@ def describe_node(name: str, as_json: bool, url: str) -> int:
     that acquire would have closed; a store without deadlock detection has none)."""
 
     async def main() -> int:
-        async with connect(url) as client:
+        async with connect(url, node=name) as client:
             found = await client.describe_node(name)
         return _show(found, as_json)
 
@@ -130,7 +130,7 @@ def alter(name: str, pairs: tuple[str, ...], as_json: bool, url: str) -> int:
         raise click.UsageError("nothing to change: give --set key=value")
 
     async def main() -> int:
-        async with connect(url) as client:
+        async with connect(url, node=name) as client:
             found = await client.alter_node(name, **settings)
         return _show(found, as_json)
 
@@ -145,7 +145,7 @@ def drop(name: str, force: bool, url: str) -> int:
     """Drop node NAME; with live sessions only with --force, which ends them."""
 
     async def main() -> int:
-        async with connect(url) as client:
+        async with connect(url, node=name) as client:
             try:
                 await client.drop_node(name, force=force)
             except PreconditionFailedError as error:

@@ -14,9 +14,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import difflib
 import os
+import re
 import sys
 from collections.abc import Sequence
+from typing import NoReturn
 from urllib.parse import urlsplit
 
 import tenure
@@ -30,6 +33,47 @@ SERVE_DESCRIPTION = (
 )
 
 
+#: The words argparse's error names the flags it does not know with.
+_UNRECOGNIZED = re.compile(r"unrecognized arguments: (.*)")
+
+
+class ShortUsageParser(argparse.ArgumentParser):
+    """An argparse parser whose errors are the error first, then one line of usage.
+
+    argparse's own writes the whole usage first: ``tenure serve`` has a flag per
+    setting, so a mistyped flag printed some fifty lines of usage before its one
+    line of error (issue 57). Here the error comes first, with the nearest flag if
+    one is close (``--data-dri``: did you mean ``--data-dir``?), then a single
+    line saying where the full usage is. Exit status 2, as argparse's.
+    """
+
+    def error(self, message: str) -> NoReturn:
+        """Print ``message`` (and the flag meant, if one is close) and one line of usage."""
+        nearest = self._nearest_flags(message)
+        if nearest:
+            message += f" (did you mean {' or '.join(nearest)}?)"
+        usage = " ".join(self.format_usage().split())
+        if len(self.format_usage().strip().splitlines()) > 1:  # (serve's: a flag per setting)
+            usage = f"usage: {self.prog} [OPTIONS]"
+        self.exit(
+            Status.USAGE,
+            f"{self.prog}: error: {message}\n{usage} (see '{self.prog} --help')\n",
+        )
+
+    def _nearest_flags(self, message: str) -> list[str]:
+        """The known flags nearest to the unknown ones ``message`` names, if any."""
+        found = _UNRECOGNIZED.match(message)
+        if found is None:
+            return []
+        known = [flag for action in self._actions for flag in action.option_strings]
+        nearest: list[str] = []
+        for word in found.group(1).split():
+            if word.startswith("--"):
+                flag = word.partition("=")[0]
+                nearest += difflib.get_close_matches(flag, known, n=1, cutoff=0.75)
+        return nearest
+
+
 def serve_main(argv: Sequence[str]) -> int:
     """``tenure serve ARGS``: run a server until SIGTERM or SIGINT; the exit status."""
     from tenure.server._config.serve_config import ConfigError
@@ -38,7 +82,7 @@ def serve_main(argv: Sequence[str]) -> int:
     from tenure.server._startup import configure as configure_server
     from tenure.server._startup import run as run_server
 
-    parser = argparse.ArgumentParser(prog="tenure serve", description=SERVE_DESCRIPTION)
+    parser = ShortUsageParser(prog="tenure serve", description=SERVE_DESCRIPTION)
     add_serve_arguments(parser, face_settings())
     args = parser.parse_args(list(argv))
     try:
@@ -48,7 +92,7 @@ def serve_main(argv: Sequence[str]) -> int:
 
             check_shards(config)
     except ConfigError as error:
-        parser.error(str(error))  # exit 2, one line after the usage
+        parser.error(str(error))  # exit 2: the error, then one line of usage
     if config.shards > 1:
         from tenure.server._logs import setup_logging
         from tenure.server._shards import run_shards
@@ -60,7 +104,7 @@ def serve_main(argv: Sequence[str]) -> int:
 
 def migrate_main(argv: Sequence[str]) -> int:
     """``tenure migrate URL``: create or upgrade a postgres:// schema; the exit status."""
-    parser = argparse.ArgumentParser(
+    parser = ShortUsageParser(
         prog="tenure migrate",
         description="Create or upgrade the tables of a postgres:// URL (else done on first use).",
     )

@@ -155,7 +155,11 @@ class Client(NodeAdmin, ClosesOnExit):
                     f"{redacted(self.url)} cannot resume sessions "
                     "(it lacks Capability.SESSION_RECOVERY)"
                 )
-        return Opening(lambda: self._open_session(node, recovery_window, description, ticket, ttl))
+        return Opening(
+            lambda: self._open_session(node, recovery_window, description, ticket, ttl),
+            "client.session(...)",
+            "session",
+        )
 
     def sessions(
         self, node: str, *, recovery_window: float | None = None, description: str = ""
@@ -403,4 +407,4 @@ def connect(
         backend = await open_backend(url, options, require=required)
         return Client(backend, url, identity=identity, observers=observing)
 
-    return Opening(open_client)
+    return Opening(open_client, "tenure.connect(...)", "client")

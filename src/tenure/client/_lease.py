@@ -120,7 +120,9 @@ def open_lease(
         raise InvalidArgumentError(f"kind must be a Lease subclass, got {kind!r}")
     bound = check_max_hold(max_hold)
     return Opening(
-        partial(maker._acquire, kind, name, count, owner_data, timeout, ephemeral, bound)
+        partial(maker._acquire, kind, name, count, owner_data, timeout, ephemeral, bound),
+        "acquire(...)",
+        "lease",
     )
 
 

@@ -95,7 +95,7 @@ class Mutex:
         # (Inline for the common arguments, bytes and no timeout: one acquire each.)
         owner_data = data if type(data) is bytes else _args.as_data(data)
         wait = None if timeout is None else _args.timeout(timeout)
-        return Opening(partial(self._acquiring, owner_data, wait))
+        return Opening(partial(self._acquiring, owner_data, wait), "mutex.lock(...)", "lock")
 
     def _acquiring(self, data: bytes, timeout: float | None) -> Coroutine[Any, Any, Lock]:
         """The acquire of :meth:`lock`, its arguments checked: what ``async with``

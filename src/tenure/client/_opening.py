@@ -6,6 +6,10 @@ in ``async with`` to get the object guarded for the block and closed at its end:
     lease = await sem.acquire()          # awaitable form
     async with sem.acquire() as lease:   # block form
         ...
+
+Used as the object it opens (``client = tenure.connect(url)`` with the ``await``
+forgotten, then ``client.create_node(...)``), it says so: its AttributeError names
+the call and both forms, rather than only that an ``Opening`` has no such attribute.
 """
 
 from __future__ import annotations
@@ -13,7 +17,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable, Coroutine, Generator
 from types import TracebackType
-from typing import Any, Protocol, Self, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, Self, TypeVar
 
 
 class _AsyncContext(Protocol):
@@ -37,12 +41,39 @@ class Opening(Coroutine[Any, Any, T]):
     ``TaskGroup.create_task`` like any other.
     """
 
-    __slots__ = ("_coro", "_opener", "_value")
+    __slots__ = ("_call", "_coro", "_gives", "_opener", "_value")
 
-    def __init__(self, opener: Callable[[], Coroutine[Any, Any, T]]) -> None:
+    def __init__(
+        self,
+        opener: Callable[[], Coroutine[Any, Any, T]],
+        call: str = "this call",
+        gives: str = "it",
+    ) -> None:
+        """``call``: the call that returned it, as a user writes it
+        (``tenure.connect(...)``), and ``gives``: a name for what it opens
+        (``client``): the error of an attribute looked up on it names both (module
+        docstring)."""
         self._opener = opener
+        self._call = call
+        self._gives = gives
         self._coro: Coroutine[Any, Any, T] | None = None
         self._value: T | None = None
+
+    if not TYPE_CHECKING:  # (to mypy an Opening keeps no attribute of what it opens:
+        # it flags the forgotten await before the code runs)
+
+        def __getattr__(self, name: str) -> Any:
+            # Only for names the class lacks: a forgotten ``await`` (module docstring).
+            if name.startswith("__") or name in self.__slots__:  # (a probe; a copy not made here)
+                raise AttributeError(name)
+            call, gives = self._call, self._gives
+            raise AttributeError(
+                f"{type(self).__name__!r} object has no attribute {name!r}: {call} returns an "
+                f"Opening, not the {gives}: await it (`{gives} = await {call}`) or use it in "
+                f"`async with {call} as {gives}:`",
+                name=name,
+                obj=self,
+            )
 
     def _started(self) -> Coroutine[Any, Any, T]:
         # The opener runs only when awaited, so an Opening used solely in

@@ -207,7 +207,9 @@ class Session(SessionHolds, Guarded):
         """
         wanted = tuple(_args.semaphore_name(name) for name in _args.names(names))
         owner_data, wait = _args.as_data(data), _args.timeout(timeout)
-        return Opening(partial(self._lock_all, wanted, owner_data, wait))
+        return Opening(
+            partial(self._lock_all, wanted, owner_data, wait), "session.lock_all(...)", "locks"
+        )
 
     def mutex(
         self,

@@ -25,6 +25,11 @@ The runtime, here:
   :mod:`tenure.server._start_failure`: why a start failed, in one line;
 * :mod:`tenure.server._reload`: the TLS and auth files read again, all or nothing
   (SIGHUP, ``tenure reload``);
+* :mod:`tenure.server._server_acts`: the server's own acts for its native clients
+  (``tenure backup`` and ``tenure reload`` at its ``tenure://`` URL: who may, a backup
+  read a part at a time), over :mod:`tenure.server._backups`: a backup of the running
+  state as its bytes, from a forked child or a cluster's process, and the places of
+  ``--max-backups`` (the HTTP endpoint's backups read it too);
 * :mod:`tenure.server._shards`: ``tenure serve --shards N``, N servers on one host,
   started, signalled and stopped together.
 

@@ -46,10 +46,12 @@ from tenure._protocol import GoingAway, Refused, State
 from tenure.errors import ErrorCode, NotLeaderError, TenureError
 from tenure.server import _faces
 from tenure.server._audit import AuditLog
+from tenure.server._backups import BackupSlots
 from tenure.server._config.quota_settings import default_quota
 from tenure.server._config.serve_config import ServeConfig
 from tenure.server._durability.identity import server_secret
 from tenure.server._face_set import FaceSet
+from tenure.server._net.acts import ServerActs
 from tenure.server._net.auth import Tokens
 from tenure.server._net.gate import Conn, Gate
 from tenure.server._net.native import NativeFace
@@ -191,6 +193,14 @@ class Server:
         #: term ended); None: it did not.
         self.stepped_down: str | None = None
         self._done = asyncio.Event()
+        #: The backups being taken now, over HTTP and the native protocol together
+        #: (``--max-backups``).
+        self.backup_slots = BackupSlots(config.max_backups)
+
+    def act_with(self, acts: ServerActs) -> None:
+        """Answer the operator's acts on the server itself (ReadBackup, ReloadFiles:
+        :mod:`tenure.server._server_acts`) with ``acts``; told of each connection lost."""
+        self.native.acts = acts
 
     # -- lifecycle ----------------------------------------------------------------------
 
@@ -329,7 +339,11 @@ class Server:
     # -- the sessions of a connection ---------------------------------------------------
 
     def _detach_all(self, conn: Conn) -> None:
-        """Detach the sessions ``conn`` owns, their windows counted from its last frame."""
+        """Detach the sessions ``conn`` owns, their windows counted from its last frame
+        (and give up what the server's acts keep for it: a backup being read)."""
+        acts = self.native.acts
+        if acts is not None:
+            acts.forget(conn)
         sessions = self._table.drop_connection(conn)
         if sessions and not (self._stopping or self.served.dead):
             silent_for = self.gate.silent_for(conn)

@@ -45,6 +45,7 @@ from tenure.server._net.tls import describe
 from tenure.server._reception import ListenError, Sockets, listening_sockets
 from tenure.server._reload import reload_logged
 from tenure.server._serve import Server
+from tenure.server._server_acts import NativeActs
 from tenure.server._server_host import wal_host
 from tenure.server._start_failure import data_dir_failure, listen_failure
 
@@ -118,7 +119,7 @@ async def _serve_in_cluster(config: ServeConfig, endpoint: Endpoint | None, audi
     if endpoint is not None:
         endpoint.recovering()
     try:
-        return await _cluster.run(config, endpoint, audit)
+        return await _cluster.run(config, endpoint, audit, tenure.__version__)
     except (TenureError, ValueError) as error:  # (etcd refused us, or its data is not ours)
         fields = {"cluster": without_secrets(config.cluster), "why": str(error)}
         log.critical(
@@ -219,6 +220,7 @@ async def _serve_on(
         loop.add_signal_handler(signum, server.stop)
     also = (endpoint.prepare_tls,) if endpoint is not None else ()
     loop.add_signal_handler(signal.SIGHUP, reload_logged, server, also)
+    server.act_with(NativeActs(server, also, tenure.__version__))  # (tenure backup, reload)
     if endpoint is not None:
         endpoint.serving(server)
     fields = {

@@ -7,10 +7,11 @@ from typing import Self
 
 from tenure import client as aio
 from tenure.client._claim import ClaimFacts
+from tenure.sync._held import NotAsync
 from tenure.sync._portal import Portal
 
 
-class Claim(ClaimFacts):
+class Claim(ClaimFacts, NotAsync):
     """A claim of a name for a slot (see :class:`tenure.Claim`); ``with claim:``
     releases it at the end of the block."""
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 from types import TracebackType
-from typing import Self, cast
+from typing import TYPE_CHECKING, NoReturn, Self, cast
 
 from tenure.client import EndSignal as AsyncEndSignal
 from tenure.client._loss import Guarded, LossCallback, report_callback_error
@@ -93,7 +93,30 @@ class EndSignal(threading.Event):
                 report_callback_error(error, callback)
 
 
-class Held:
+class NotAsync:
+    """Mixin of the sync face's objects used in ``with``: ``async with`` on one says
+    what it is and what to use, not only that the object is no async context manager.
+
+    The sync face's twin of the asyncio client's forgotten ``await``
+    (:class:`tenure.client._opening.Opening`): ``async with tenure.sync.connect(url)``
+    in a coroutine is the mix-up of the two faces. (No ``__await__``: code that awaits
+    whatever is awaitable must go on seeing these objects as not awaitable.)
+    """
+
+    if not TYPE_CHECKING:  # (to mypy these objects stay no async context managers)
+
+        async def __aenter__(self) -> NoReturn:
+            raise TypeError(
+                f"{type(self).__name__} is tenure.sync's, blocking: use `with`, not `async "
+                "with`; in asyncio code use tenure.connect(...) (`async with "
+                "tenure.connect(url) as client:`), whose objects are awaited"
+            )
+
+        async def __aexit__(self, *exc_info: object) -> None:
+            """Never reached: :meth:`__aenter__` refuses."""
+
+
+class Held(NotAsync):
     """Base of the sync Session, Lease, Lock and Leadership: how their end is seen.
 
     ``lost`` is an :class:`EndSignal`, a :class:`threading.Event` set when the
@@ -193,7 +216,7 @@ async def end_block(guarded: Guarded) -> None:
         await waiting
 
 
-class ClosesOnExit:
+class ClosesOnExit(NotAsync):
     """Mixin: ``with obj:`` returns ``obj`` and calls ``obj.close()`` at the end."""
 
     def close(self) -> None:

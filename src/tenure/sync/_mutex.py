@@ -10,11 +10,12 @@ from tenure._core.values import MutexDescription
 from tenure.client._args import Data
 from tenure.client._caller import ThreadCaller, this_thread
 from tenure.sync._calls import opened, opened_or_none
+from tenure.sync._held import NotAsync
 from tenure.sync._leases import Lock, RecipeSession
 from tenure.sync._recipe import SyncRecipe
 
 
-class Mutex(SyncRecipe[RecipeSession, aio.Mutex]):
+class Mutex(SyncRecipe[RecipeSession, aio.Mutex], NotAsync):
     """A named mutex (see :class:`tenure.Mutex`); ``with session.mutex("job") as lock:``.
 
     Waiters are served in arrival order, across threads, sessions and processes.

@@ -13,6 +13,7 @@ import pytest
 
 from tenure._core import Acquire, CreateNode, CreateSemaphore, CreateSession, Engine
 from tenure._core.snapshot import dump
+from tenure.server._backups import _last_token
 from tenure.server._durability.backup import (
     BACKUP_FORMAT,
     MAGIC,
@@ -33,7 +34,6 @@ from tenure.server._durability.restore import (
     token_floor,
 )
 from tenure.server._durability.storage import DataDir
-from tenure.server._http.backup import _last_token
 
 
 def engine_with_holds() -> Engine:

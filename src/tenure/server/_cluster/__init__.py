@@ -59,9 +59,15 @@ def _bracketed(host: str) -> str:
     return f"[{host}]" if ":" in host and not host.startswith("[") else host
 
 
-async def run(config: ServeConfig, endpoint: Endpoint | None, audit: AuditLog | None = None) -> int:
+async def run(
+    config: ServeConfig,
+    endpoint: Endpoint | None,
+    audit: AuditLog | None = None,
+    version: str = "",
+) -> int:
     """Serve as a member of ``config.cluster`` until stopped; the exit code (``audit``:
-    the audit log every term's server records in; None: off).
+    the audit log every term's server records in; None: off; ``version``: the
+    server's, stated in its backups).
 
     Raises:
         ListenError: a port cannot be bound.
@@ -70,7 +76,7 @@ async def run(config: ServeConfig, endpoint: Endpoint | None, audit: AuditLog | 
     sockets = listening_sockets(config)  # once, for every term
     try:
         port = int(sockets.native[0].getsockname()[1])
-        member = ClusterMember(config, url, endpoint, audit)
+        member = ClusterMember(config, url, endpoint, audit, version)
         loop = asyncio.get_running_loop()
         for signum in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(signum, member.stop)

@@ -62,6 +62,7 @@ from tenure.server._observe import ServerObserver
 from tenure.server._reception import ListenError, Sockets
 from tenure.server._role import STANDBY
 from tenure.server._serve import Server
+from tenure.server._server_acts import NativeActs
 from tenure.server._server_host import ServerHost
 
 if TYPE_CHECKING:  # the server extra: only with --http-port
@@ -89,8 +90,10 @@ class ClusterMember:
         url: ClusterUrl,
         endpoint: Endpoint | None,
         audit: AuditLog | None = None,
+        version: str = "",
     ) -> None:
         self.config = config
+        self.version = version  # the server's, stated in its backups
         self.audit = audit  # the audit log of every term's server (None: off)
         self.url = url
         self.endpoint = endpoint
@@ -394,6 +397,10 @@ class ClusterMember:
             audit=self.audit,
             loaded=loaded,
         )
+        # (tenure backup and reload over the native protocol: a standby reloads its own
+        # files; backups are the leader's)
+        also = (self.endpoint.prepare_tls,) if self.endpoint is not None else ()
+        server.act_with(NativeActs(server, also, self.version))
         try:
             host, port = await server.start()
         except OSError as error:

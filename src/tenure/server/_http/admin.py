@@ -9,7 +9,8 @@ An **admin token** is a read-write token of the auth file whose ``nodes`` are no
 limited (every node): whoever may touch every node may change who gets in. It comes
 as ``Authorization: Bearer SECRET``, throttled as every secret of the HTTP port is
 (:mod:`tenure.server._http.guessing`). Without an auth file there is no token to
-check, and the route refuses (403): such a server reloads on SIGHUP only.
+check, and the route refuses (403): such a server reloads on SIGHUP, or for a client on
+its own host over the native protocol (:mod:`tenure.server._server_acts`).
 """
 
 from __future__ import annotations
@@ -73,7 +74,10 @@ async def reload_files(request: web.Request) -> web.Response:
     server = request.app[SERVING].server
     if server is None:
         return _error(503, "not serving yet: nothing to reload")
-    without = "this server has no auth file: send it SIGHUP to reload"
+    without = (
+        "this server has no auth file: send it SIGHUP to reload, or reload it over its native "
+        "port from its own host (tenure reload --url tenure://127.0.0.1:PORT)"
+    )
     token = admin_token(request, server.gate.tokens, "reload", _error, without)
     if isinstance(token, web.Response):
         return token

@@ -79,6 +79,7 @@ from tenure._core import (
     WatchPrefix,
 )
 from tenure._core.quotas import NO_QUOTA, Quota
+from tenure._protocol.admin import ReadBackup, ReloadFiles
 from tenure._protocol.cluster import ClusterStatus
 from tenure.errors import InvalidArgumentError
 from tenure.server._config.quota_settings import READ_ONLY_QUOTA
@@ -134,6 +135,10 @@ READ_WRITE_COMMANDS: Final[frozenset[type[Command[object]]]] = READ_ONLY_COMMAND
     SetNodeAnnex,
     DropNode,
     KillSession,
+    # (an operator's acts on the server itself: an admin's, every node, checked where
+    # they are answered, tenure.server._server_acts)
+    ReadBackup,
+    ReloadFiles,
 }
 _ALLOWED: Final = {Access.READ_ONLY: READ_ONLY_COMMANDS, Access.READ_WRITE: READ_WRITE_COMMANDS}
 _KEYS: Final = frozenset({"name", "secret", "secret_sha256", "access", "nodes", "quota"})

@@ -48,6 +48,7 @@ from tenure._protocol import (
     Request,
     State,
 )
+from tenure._protocol.admin import ReadBackup, ReloadFiles
 from tenure._protocol.cluster import ClusterStatus
 from tenure._protocol.frames import HEADER_SIZE
 from tenure._runtime.host import Host
@@ -60,6 +61,7 @@ from tenure.errors import (
     code_of,
 )
 from tenure.server._net.accept import AcceptedProtocol
+from tenure.server._net.acts import ServerActs
 from tenure.server._net.audit_acts import ADMIN_ACTS, act_of, what_of
 from tenure.server._net.auth import Token
 from tenure.server._net.gate import Conn, Gate
@@ -99,6 +101,9 @@ class NativeFace:
         self.out = out
         self.table = table
         self._stopping = stopping
+        #: The server's own acts (ReadBackup, ReloadFiles: set by who starts the
+        #: server, :meth:`tenure.server._serve.Server.act_with`); None: refused.
+        self.acts: ServerActs | None = None
 
     def on_data(self, conn: Conn, data: bytes) -> None:
         """Bytes of a native connection (``b""``: its end), straight from the loop.
@@ -218,12 +223,19 @@ class NativeFace:
             self._fail(conn, request, ErrorCode.PERMISSION_DENIED, denied)
             return
         role = self.gate.role
-        if type(command) is ClusterStatus:  # the server's to answer, never the engine's
+        kind = type(command)
+        if kind is ClusterStatus:  # the server's to answer, never the engine's
             self._cluster_status(conn, request)
+            return
+        if kind is ReloadFiles:  # every member's, of its own files
+            self._act(conn, request)
             return
         if not role.leading:
             standby = NotLeaderError.pointing_to(role.leader(), "this server is a standby")
             self._fail(conn, request, ErrorCode.NOT_LEADER, str(standby))
+            return
+        if kind is ReadBackup:  # the leader's: the cluster's state
+            self._act(conn, request)
             return
         session_id = getattr(command, "session_id", None)
         if (
@@ -274,6 +286,19 @@ class NativeFace:
             self.observer.request(command, None)
         if self.audit is not None and type(command) in ADMIN_ACTS:
             self._audit(conn, command, None, "", None)
+
+    def _act(self, conn: Conn, request: Request) -> None:
+        """Hand an act of the server on itself to its acts (:mod:`tenure.server._net.acts`)."""
+        acts = self.acts
+        if acts is None:
+            why = f"this server does not take {type(request.command).__name__} requests"
+            self._fail(conn, request, ErrorCode.UNSUPPORTED, why)
+            return
+        try:
+            acts.answer(conn, request)
+        except Exception:  # (a bug there must not end the connection's turn)
+            log.exception("%s failed unexpectedly", type(request.command).__name__)
+            self._fail(conn, request, ErrorCode.INTERNAL, "the server failed to answer")
 
     def _cluster_status(self, conn: Conn, request: Request) -> None:
         """Answer ClusterStatus: the cluster as this server knows it (any role)."""
