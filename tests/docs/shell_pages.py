@@ -327,15 +327,15 @@ BLOCKS: dict[tuple[str, str], ShellBlock] = {
         check="openssl verify -CAfile ca.pem server.pem client.pem && openssl x509 -noout "
         "-in server.pem -ext subjectAltName | grep -q 'IP Address:127.0.0.1'",
     ),
-    ("docs/operations.md", "export TENURE_AUTH_TOKEN=..."): ShellBlock(
+    ("docs/operations.md", "export TENURE_URL=tenure://coord-1:6388"): ShellBlock(
         servers=("admin",),
-        substitutions={**ADMIN, "http://coord-1:9180": "http://127.0.0.1:{http}", **ABSOLUTE},
+        substitutions={**ADMIN, "tenure://coord-1:6388": "tenure://{tenure}", **ABSOLUTE},
         before=("mkdir -p backups var/lib",),
         lines=(Line(r"^tenure backup verify", prints=r"(?i)nodes"),),
     ),
-    ("docs/operations.md", "TENURE_AUTH_TOKEN=... tenure reload --url http://tenure"): ShellBlock(
+    ("docs/operations.md", "TENURE_AUTH_TOKEN=... tenure reload --url tenure://tenure"): ShellBlock(
         servers=("admin",),
-        substitutions={**ADMIN, "http://tenure.example.com:9090": "http://127.0.0.1:{http}"},
+        substitutions={**ADMIN, "tenure://tenure.example.com:6388": "tenure://{tenure}"},
         lines=(Line(r"tenure reload", prints=r"tokens_added"),),
     ),
     ("docs/operations.md", "scripts/start --shards 4"): ShellBlock(
@@ -422,10 +422,14 @@ BLOCKS: dict[tuple[str, str], ShellBlock] = {
         "docs/operations.md",
         "tenure cluster status --url tenure://t1:6388,t2:6388,t3:6388   #",
     ): ShellBlock(servers=("cluster",), substitutions=CLUSTER, lines=(STATUS,)),
-    ("docs/operations.md", "TENURE_AUTH_TOKEN=... tenure reload --url http://t1"): ShellBlock(
+    ("docs/operations.md", "TENURE_AUTH_TOKEN=... tenure reload --url tenure://t1"): ShellBlock(
         slow=True,
         servers=("cluster-auth",),
-        substitutions={**ADMIN, "http://t1:9090": "http://{cluster0_http}"},
+        substitutions={
+            **ADMIN,
+            "tenure://t1:6388,t2:6388,t3:6388": "tenure://{cluster}",
+            "http://t1:9090": "http://{cluster0_http}",
+        },
         lines=(Line(r"tenure reload", prints=r"tokens_added"),),
     ),
     ("docs/recipes.md", 'tenure claim "report-$(date +%F)"'): ShellBlock(
