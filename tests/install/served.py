@@ -155,14 +155,14 @@ def check_every_flag(
 ) -> None:
     """Serve with every flag a server install claims, and use each (module docstring);
     then :func:`check_commands` (``build``: what ``tenure --version`` must say)."""
-    auth, audit, backup = write_auth_file(tmp_path), tmp_path / "audit.jsonl", tmp_path / "bak"
+    auth, audit = write_auth_file(tmp_path), tmp_path / "audit.jsonl"
     http, dflockd = free_port(), free_port()
     flags = ("--http-port", str(http), "--dflockd-port", str(dflockd), "--audit-log", audit)
     with serve(tmp_path / "data", *flags, "--auth-file", auth) as server:
         token = {"TENURE_AUTH_TOKEN": ADMIN}
         url = f"tenure://127.0.0.1:{server.port}"
         held = tenure(
-            *("lock", "job", "--url", url, "--node", "matrix", "--"),
+            *("lock", "job", "--url", url, "--node", "matrix", "--create-node", "--"),
             *("sh", "-c", 'echo "token $TENURE_TOKEN"'),
             env=token,
         )
@@ -179,14 +179,16 @@ def check_every_flag(
         status, _, board = http_get(f"{endpoint}/dashboard/api/board", ADMIN)
         nodes = json.loads(board)["view"]["board"]["nodes"]
         assert "matrix" in json.dumps(nodes), board[:1000]
-        taken = tenure("backup", "--url", endpoint, backup, env=token)
-        assert taken.returncode == 0, taken
-        verified = tenure("backup", "verify", backup, "--json")
-        assert verified.returncode == 0, verified
-        assert json.loads(verified.stdout)["nodes"] == 1
-        reloaded = tenure("reload", "--url", endpoint, "--json", env=token)
-        assert reloaded.returncode == 0, reloaded
-        assert "tokens_added" in json.loads(reloaded.stdout)
+        for number, at in enumerate((url, endpoint)):  # (the server's URL, or its HTTP one)
+            into = tmp_path / f"bak-{number}"
+            taken = tenure("backup", "--url", at, into, env=token)
+            assert taken.returncode == 0, taken
+            verified = tenure("backup", "verify", into, "--json")
+            assert verified.returncode == 0, verified
+            assert json.loads(verified.stdout)["nodes"] == 1
+            reloaded = tenure("reload", "--url", at, "--json", env=token)
+            assert reloaded.returncode == 0, reloaded
+            assert "tokens_added" in json.loads(reloaded.stdout)
         granted = _dflockd_lock(dflockd, "matrix-key")  # ok TOKEN LEASE
         assert re.fullmatch(r"ok [0-9a-f]{32} [1-9]\d*\n", granted), granted
 

@@ -44,6 +44,7 @@ from tenure._core import (
     WatchPrefix,
 )
 from tenure._protocol import ConnectionClosed, Refused
+from tenure._protocol.admin import ReadBackup, ReloadFiles
 from tenure._protocol.cluster import ClusterStatus
 from tenure.errors import ErrorCode
 from tenure.server._config.serve_config import ConfigError
@@ -130,8 +131,12 @@ def test_read_only_and_read_write_commands() -> None:
         why = denial(reader, write, "n")
         assert why == f"token 'r' is read-only: it may not send {type(write).__name__} on node 'n'"
         assert denial(writer, write, "n") is None
+    for server_act in (ReadBackup(0, 1), ReloadFiles()):  # (no node: the server's own)
+        why = denial(reader, server_act, None)
+        assert why == f"token 'r' is read-only: it may not send {type(server_act).__name__}"
+        assert denial(writer, server_act, None) is None
     assert len(READ_ONLY_COMMANDS) == 15
-    assert len(READ_WRITE_COMMANDS) == 34
+    assert len(READ_WRITE_COMMANDS) == 36
 
 
 def test_node_patterns() -> None:
