@@ -50,6 +50,23 @@ def test_a_test_gets_the_markers_of_the_longest_entry_that_holds_it(
     assert tiers.markers_of(nodeid, {}) == markers
 
 
+def test_the_longest_holder_is_that_of_the_definition_for_every_entry_and_its_neighbours() -> None:
+    # markers_of looks a node id's cuts up in the table (every collected test asks it);
+    # the definition is _holds over the whole table, longest first. For each entry:
+    # itself, below it at each cut, a name that merely starts with it, and its parent.
+    def by_definition(nodeid: str) -> str | None:
+        holders = [entry for entry in tiers.TIERS if tiers._holds(entry, nodeid)]
+        return max(holders, key=len) if holders else None
+
+    nodeids = ["tests", "src", "tests_x/test_x.py::t", "a:::b", "tests/x.py::t[a/b::c[d]"]
+    for entry in tiers.TIERS:
+        nodeids += [entry, entry.rpartition("/")[0], entry + "x", entry + "_x/t.py::t"]
+        nodeids += [entry + cut + "t" for cut in ("/", "::", "[")]
+        nodeids += [entry + "::t[p/q::r]", entry + "[p]::t"]
+    for nodeid in nodeids:
+        assert tiers._longest_holder(nodeid) == by_definition(nodeid), nodeid
+
+
 def test_a_server_parameter_makes_a_unit_path_service() -> None:
     kit = "src/tenure/testing/conformance/test_mutex.py::test_x[memory]"
     assert tiers.markers_of(kit, {"backend": MemoryHarness()}) == ()
