@@ -236,6 +236,7 @@ TIERS: Final[dict[str, tuple[str, ...]]] = {
 #: Files whose tests share a costly module-scoped fixture: one xdist worker runs each
 #: whole (an ``xdist_group``, under ``--dist loadgroup``), so it is made once.
 ONE_WORKER: Final[dict[str, str]] = {
+    "tests/core/test_engine_listing_index.py": "100,000 nodes and 100,000 semaphores (5 s)",
     "tests/test_conformance_kit.py": "a wheel built and installed in a fresh venv (10 s)",
     "tests/dashboard/test_dashboard_browser.py": "Chromium (2-3 s)",
     "tests/lincheck/test_html_browser.py": "Chromium (2-3 s)",
