@@ -121,7 +121,13 @@ def pytest_configure(config: pytest.Config) -> None:
         # so would every process it starts: the tests that send a ^C (to `tenure`, to
         # a blocked sync call) would wait for an end that never comes.
         signal.signal(signal.SIGINT, signal.default_int_handler)
-    use_harnesses(config, _selected())
+    harnesses = _selected()
+    if config.getoption("unit_tier"):
+        # The kit's items on the other harnesses are all service tier: under --unit-tier
+        # they are not even made (a third of the items the unit tier's run collected).
+        in_process = tiers.SERVER_PARAMETERS["backend"]
+        harnesses = [harness for harness in harnesses if in_process(harness)] or harnesses
+    use_harnesses(config, harnesses)
     tiers.install_guard()
     if sys.version_info >= (3, 12) and build() != "pure":
         # mypyc's coroutines pass an exception thrown into them on in the three-argument

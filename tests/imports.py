@@ -15,7 +15,10 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 from dataclasses import dataclass
+from functools import cache
 from pathlib import Path
+
+from tests.parsed import syntax_tree
 
 #: The checkout's source (what the rules read: the source, whichever build is installed).
 SOURCE = Path(__file__).resolve().parent.parent / "src" / "tenure"
@@ -62,7 +65,14 @@ def absolute(package: str, node: ast.ImportFrom) -> str:
 
 
 def _is_type_checking(test: ast.expr) -> bool:
-    return ast.unparse(test) in ("TYPE_CHECKING", "typing.TYPE_CHECKING")
+    """``TYPE_CHECKING`` or ``typing.TYPE_CHECKING`` (read as nodes: every ``if`` asks)."""
+    if isinstance(test, ast.Attribute):
+        return (
+            test.attr == "TYPE_CHECKING"
+            and isinstance(test.value, ast.Name)
+            and test.value.id == "typing"
+        )
+    return isinstance(test, ast.Name) and test.id == "TYPE_CHECKING"
 
 
 #: The functions that import the module their first argument names.
@@ -85,29 +95,38 @@ def statements(
     tree: ast.AST, where: str = AT_IMPORT
 ) -> Iterator[tuple[ast.Import | ast.ImportFrom | ast.Call, str]]:
     """Every import under ``tree`` (a statement, or a call that imports a module named
-    by a literal string), with where it runs."""
-    for node in ast.iter_child_nodes(tree):
+    by a literal string), with where it runs, in the order of the source."""
+    # Depth first without recursion (nested generators cost a step per level for every
+    # node): a stack of the nodes still to read, each with where it runs, next on top.
+    pending = [(child, where) for child in reversed(list(ast.iter_child_nodes(tree)))]
+    while pending:
+        node, runs = pending.pop()
         if isinstance(node, ast.Import | ast.ImportFrom):
-            yield node, where
-        elif _named_import(node) is not None:
+            yield node, runs
+            continue
+        inside = runs
+        if _named_import(node) is not None:
             assert isinstance(node, ast.Call)
-            yield node, where
-            yield from statements(node, where)
+            yield node, runs
         elif isinstance(node, ast.If) and _is_type_checking(node.test):
-            for child in node.body:
-                yield from statements(ast.Module([child], []), FOR_TYPES)
-            for child in node.orelse:
-                yield from statements(ast.Module([child], []), where)
+            pending += [(child, runs) for child in reversed(node.orelse)]
+            pending += [(child, FOR_TYPES) for child in reversed(node.body)]
+            continue
         elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda):
-            yield from statements(node, FOR_TYPES if where == FOR_TYPES else IN_FUNCTION)
-        else:
-            yield from statements(node, where)
+            inside = FOR_TYPES if runs == FOR_TYPES else IN_FUNCTION
+        pending += [(child, inside) for child in reversed(list(ast.iter_child_nodes(node)))]
+
+
+@cache
+def _statements_of(tree: ast.AST) -> tuple[tuple[ast.Import | ast.ImportFrom | ast.Call, str], ...]:
+    # (The trees of tests/parsed.py are kept for the run: read once for every rule.)
+    return tuple(statements(tree))
 
 
 def imports_of(name: str, path: Path, known: dict[str, Path]) -> Iterator[Import]:
     """What module ``name`` (at ``path``) imports of the modules ``known``, in order."""
     package = package_of(name, path)
-    for node, where in statements(ast.parse(path.read_text(), str(path))):
+    for node, where in _statements_of(syntax_tree(path)):
         pairs: list[tuple[str, str | None]]
         if isinstance(node, ast.Call):
             pairs = [(str(_named_import(node)), None)]

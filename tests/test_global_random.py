@@ -15,6 +15,7 @@ import ast
 from pathlib import Path
 
 import tenure
+from tests.parsed import syntax_tree
 
 SRC = Path(tenure.__file__).resolve().parent
 #: What may be taken from the random module: its generator classes.
@@ -41,7 +42,7 @@ def test_no_module_of_the_library_draws_from_the_shared_generator() -> None:
     found = {
         f"{path.relative_to(SRC)}:{line}": what
         for path in sorted(SRC.rglob("*.py"))
-        for line, what in shared_draws(ast.parse(path.read_text(), str(path)))
+        for line, what in shared_draws(syntax_tree(path))
     }
     assert not found, f"the random module's shared generator is the application's: {found}"
 

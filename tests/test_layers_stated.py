@@ -19,6 +19,7 @@ import textwrap
 from pathlib import Path
 
 from tests.imports import SOURCE
+from tests.parsed import syntax_tree
 from tests.test_layers import Entry, Line, block
 
 #: How a statement starts (what the test looks for in a docstring).
@@ -71,7 +72,7 @@ def statement(line: Line) -> str:
 
 def docstring(path: Path) -> str:
     """``path``'s module docstring, its whitespace folded (as the test compares it)."""
-    return " ".join((ast.get_docstring(ast.parse(path.read_text())) or "").split())
+    return " ".join((ast.get_docstring(syntax_tree(path)) or "").split())
 
 
 def missing() -> dict[Path, list[str]]:

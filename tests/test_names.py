@@ -37,6 +37,7 @@ from pathlib import Path
 import pytest
 
 from tests.imports import SOURCE, modules
+from tests.parsed import syntax_tree
 
 CONTRIBUTING = SOURCE.parent.parent / "CONTRIBUTING.md"
 #: The first word of a rule line (a class is never named in lower case here).
@@ -107,7 +108,7 @@ def definitions(package: Path) -> Definitions:
     found: Definitions = defaultdict(lambda: defaultdict(list))
     for name, path in modules(package).items():
         where = path.relative_to(package.parent).as_posix()
-        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        for node in ast.walk(syntax_tree(path)):
             if isinstance(node, ast.ClassDef):
                 found[node.name][name].append(f"{where}:{node.lineno}")
     return {name: dict(where) for name, where in found.items()}

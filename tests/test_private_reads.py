@@ -32,6 +32,7 @@ from functools import cache
 from pathlib import Path
 
 from tests.imports import SOURCE, absolute, modules, package_of
+from tests.parsed import syntax_tree
 
 #: Public names with a leading underscore, by the standard library's convention.
 PUBLIC_BY_CONVENTION = frozenset({"_replace", "_asdict", "_fields", "_make", "_exit"})
@@ -211,7 +212,7 @@ def _own_object(node: ast.expr) -> bool:
 def private_reads(package: Path) -> tuple[Read, ...]:
     """Every read of another module's private name in the modules of ``package``."""
     known = modules(package)
-    scans = {name: _scan(ast.parse(path.read_text(), str(path))) for name, path in known.items()}
+    scans = {name: _scan(syntax_tree(path)) for name, path in known.items()}
     owners_of: dict[str, set[str]] = {}
     for name, (names, _) in scans.items():
         for private_name in names:
@@ -270,7 +271,7 @@ def test_every_friend_is_needed() -> None:
         if friend.owner not in known:
             wrong.append(f"{friend.reader} -> {friend.owner}: no such module")
             continue
-        owned = defined(ast.parse(known[friend.owner].read_text()))
+        owned = defined(syntax_tree(known[friend.owner]))
         for name in friend.names:
             if name not in owned:
                 wrong.append(f"{friend.reader} -> {friend.owner}: {name} is not defined there")

@@ -4,14 +4,20 @@ it, and the unit tier's guard refuses a process and reports it."""
 from __future__ import annotations
 
 import asyncio
+import random
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
 
 import pytest
+from xdist.remote import Producer
+from xdist.scheduler import LoadGroupScheduling
 
 from tests import tiers
 from tests.api.harness import MemoryHarness, TenureHarness
+from tests.xdist_groups import TierGroupScheduling
 
 ROOT = Path(__file__).resolve().parent.parent
 SERVICE = ("service",)
@@ -48,6 +54,23 @@ def test_a_test_gets_the_markers_of_the_longest_entry_that_holds_it(
     nodeid: str, markers: tuple[str, ...]
 ) -> None:
     assert tiers.markers_of(nodeid, {}) == markers
+
+
+def test_the_longest_holder_is_that_of_the_definition_for_every_entry_and_its_neighbours() -> None:
+    # markers_of looks a node id's cuts up in the table (every collected test asks it);
+    # the definition is _holds over the whole table, longest first. For each entry:
+    # itself, below it at each cut, a name that merely starts with it, and its parent.
+    def by_definition(nodeid: str) -> str | None:
+        holders = [entry for entry in tiers.TIERS if tiers._holds(entry, nodeid)]
+        return max(holders, key=len) if holders else None
+
+    nodeids = ["tests", "src", "tests_x/test_x.py::t", "a:::b", "tests/x.py::t[a/b::c[d]"]
+    for entry in tiers.TIERS:
+        nodeids += [entry, entry.rpartition("/")[0], entry + "x", entry + "_x/t.py::t"]
+        nodeids += [entry + cut + "t" for cut in ("/", "::", "[")]
+        nodeids += [entry + "::t[p/q::r]", entry + "[p]::t"]
+    for nodeid in nodeids:
+        assert tiers._longest_holder(nodeid) == by_definition(nodeid), nodeid
 
 
 def test_a_server_parameter_makes_a_unit_path_service() -> None:
@@ -112,3 +135,78 @@ def test_the_fault_suite_and_the_costly_files_keep_to_one_worker() -> None:
     assert tiers.xdist_group_of(f"{kit}::test_x", SERVICE) == kit
     assert tiers.xdist_group_of("tests/server/test_serve.py::test_x", SERVICE) is None
     assert all((ROOT / path).is_file() for path in tiers.ONE_WORKER)
+
+
+#: The scheduler's log, as the controller gives it without --debug.
+QUIET = Producer("test", enabled=False)
+
+
+class Worker:
+    """What the scheduler asks of an xdist worker: tests to run (by index in its
+    collection), then to stop."""
+
+    def __init__(self, name: str) -> None:
+        self.gateway = SimpleNamespace(id=name)  # (named when collections differ)
+        self.sent: list[int] = []
+        self.shutting_down = False
+
+    def send_runtest_some(self, indices: list[int]) -> None:
+        self.sent += indices
+
+    def shutdown(self) -> None:
+        self.shutting_down = True
+
+
+def run_scheduler(
+    scheduler: Any, collection: list[str], rng: random.Random, *, pruned: bool = True
+) -> list[Worker]:
+    """Two workers through ``scheduler``: each finishes its tests in order, the one to
+    go next drawn by ``rng``; if ``pruned``, checked after each test that a worker's
+    workload holds no unit all of whose tests ran (what keeps the controller's work
+    linear)."""
+    workers = [Worker("gw0"), Worker("gw1")]
+    for worker in workers:
+        scheduler.add_node(worker)
+    for worker in workers:
+        scheduler.add_node_collection(worker, collection)
+    scheduler.schedule()
+    done = {id(worker): 0 for worker in workers}
+    for _ in range(10 * len(collection)):
+        busy = [worker for worker in workers if done[id(worker)] < len(worker.sent)]
+        if not busy:
+            break
+        worker = rng.choice(busy)
+        scheduler.mark_test_complete(worker, worker.sent[done[id(worker)]])
+        done[id(worker)] += 1
+        if pruned:
+            for unit in scheduler.assigned_work[worker].values():
+                assert not all(unit.values())
+    assert scheduler.tests_finished
+    assert not scheduler.has_pending
+    return workers
+
+
+def test_the_scheduler_hands_out_each_test_once_and_each_group_whole(
+    pytestconfig: pytest.Config, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The controller's side of `-n 2 --dist loadgroup`, with stand-ins for the workers.
+    monkeypatch.setattr(pytestconfig.option, "tx", ["2*popen"])
+    group = "tests/core/test_engine_listing_index.py"
+    assert group in tiers.ONE_WORKER
+    collection = [f"tests/core/test_a.py::test_{i}" for i in range(150)]
+    collection[40:40] = [f"{group}::test_{i}" for i in range(12)]
+    collection += [f"tests/sync/test_b.py::test_{i}[memory]" for i in range(50)]
+    workers = run_scheduler(TierGroupScheduling(pytestconfig, QUIET), collection, random.Random(5))
+    sent = [collection[index] for worker in workers for index in worker.sent]
+    assert sorted(sent) == sorted(collection)  # each test once
+    holders = [w for w in workers if any(collection[i].startswith(group) for i in w.sent)]
+    assert len(holders) == 1  # the group on one worker
+    assert all(worker.sent for worker in workers)  # and both had work
+
+    # The same run on xdist's own bookkeeping (every unit kept to the end) hands out
+    # the same tests to the same workers.
+    class Kept(TierGroupScheduling):
+        mark_test_complete = LoadGroupScheduling.mark_test_complete
+
+    kept = run_scheduler(Kept(pytestconfig, QUIET), collection, random.Random(5), pruned=False)
+    assert [worker.sent for worker in kept] == [worker.sent for worker in workers]

@@ -29,6 +29,7 @@ it covers asyncio's subprocesses and Playwright's driver as well.
 
 from __future__ import annotations
 
+import re
 import sys
 import threading
 from collections.abc import Callable, Iterator
@@ -270,6 +271,7 @@ TIERS: Final[dict[str, tuple[str, ...]]] = {
 #: Files whose tests share a costly module-scoped fixture: one xdist worker runs each
 #: whole (an ``xdist_group``, under ``--dist loadgroup``), so it is made once.
 ONE_WORKER: Final[dict[str, str]] = {
+    "tests/core/test_engine_listing_index.py": "100,000 nodes and 100,000 semaphores (5 s)",
     "tests/test_conformance_kit.py": "a wheel built and installed in a fresh venv (10 s)",
     "tests/dashboard/test_dashboard_browser.py": "Chromium (2-3 s)",
     "tests/dashboard/test_triage_browser.py": "Chromium (2-3 s)",
@@ -323,11 +325,27 @@ def _holds(entry: str, nodeid: str) -> bool:
     return nodeid == entry or any(nodeid.startswith(entry + cut) for cut in ("/", "::", "["))
 
 
+#: Where a node id may be cut to an entry that holds it (see :func:`_holds`).
+_CUTS: Final = re.compile(r"(?=/|::|\[)")
+
+
+def _longest_holder(nodeid: str) -> str | None:
+    """The longest entry of :data:`TIERS` that holds ``nodeid``: the node id itself, or
+    its longest part before a cut that is an entry. (Every collected test asks this: a
+    look-up per cut, not a pass over the table.)"""
+    if nodeid in TIERS:
+        return nodeid
+    for cut in reversed([found.start() for found in _CUTS.finditer(nodeid)]):
+        if nodeid[:cut] in TIERS:
+            return nodeid[:cut]
+    return None
+
+
 def markers_of(nodeid: str, params: dict[str, object]) -> tuple[str, ...]:
     """The tier markers of the test ``nodeid`` (its path relative to the repository,
     ``::`` and its name) with parameters ``params``."""
-    holders = [entry for entry in TIERS if _holds(entry, nodeid)]
-    markers = TIERS[max(holders, key=len)] if holders else SERVICE
+    holder = _longest_holder(nodeid)
+    markers = TIERS[holder] if holder is not None else SERVICE
     for name, unit in SERVER_PARAMETERS.items():
         if name in params and not unit(params[name]) and "service" not in markers:
             markers = (*markers, "service")

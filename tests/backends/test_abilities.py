@@ -34,6 +34,7 @@ from tenure.backends._abilities import ABILITY_MEMBERS
 from tenure.backends._session import StoreSession
 from tenure.backends._session_class import session_class
 from tenure.errors import UnsupportedError
+from tests.parsed import syntax_tree
 
 SRC = Path(tenure.__file__).resolve().parent
 
@@ -124,7 +125,7 @@ def test_every_built_in_backend_makes_its_sessions_of_session_class() -> None:
     for path in (SRC / "backends").rglob("*.py"):
         if path.name in ("_session.py", "_session_class.py"):
             continue
-        for node in ast.walk(ast.parse(path.read_text())):
+        for node in ast.walk(syntax_tree(path)):
             if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "StoreSession":
                 direct.append(f"{path.relative_to(SRC)}:{node.lineno}")
     assert direct == []

@@ -1,7 +1,10 @@
 """Listings read sorted indexes: a page's work is its own size, however large the state.
 
 Work is counted, not timed: each index's ``looked_at`` is the number of keys its
-pages read (:mod:`tenure._core.sorted_keys`).
+pages read (:mod:`tenure._core.sorted_keys`). A view whose pattern starts with a
+wildcard (its range is every node) is read a budget of names at a time (issue 37).
+The 100,000 nodes are made once for the module (``big``: the tests only read them;
+``tests/tiers.py`` keeps the file on one xdist worker).
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ from tenure._core import (
     NodeConfig,
     Release,
 )
-from tenure._core.handlers.listing import visible_node_page
+from tenure._core.handlers.listing import visible_node_page, visible_node_slice
 from tenure._core.invariants import check_invariants
 from tenure._core.snapshot import dump, load
 from tenure._core.sorted_keys import SortedKeys
@@ -114,6 +117,43 @@ def test_a_limited_view_reads_the_ranges_of_its_patterns_only(big: Engine) -> No
         after = page[-1]
     assert seen == [f"n04999{i}" for i in range(10)] + ["n077777"]
     assert index.looked_at - before <= 2 * (len(seen) + 1)
+
+
+def test_a_wildcard_led_view_of_100000_nodes_is_read_a_budget_of_names_at_a_time(
+    big: Engine,
+) -> None:
+    # "*7777": its prefix is "", the range of every node (issue 37: a token's view
+    # like "*-jobs"). Each slice looks at no more than the budget's names; the slices,
+    # joined, are the page one read would give.
+    def may_see(name: str) -> bool:
+        return fnmatch.fnmatchcase(name, "*7777")
+
+    expected = sorted(name for name in big.nodes if may_see(name))
+    assert len(expected) == 10  # n007777 ... n097777, spread over the whole range
+    index = big.node_index
+    budget = 1_000
+    for limit in (1, 5, 1000):
+        seen: list[str] = []
+        after = ""
+        while True:
+            found: list[str] = []
+            while True:  # one page, a slice at a time
+                before = index.looked_at
+                names, resume = visible_node_slice(
+                    big, after, limit - len(found), ("",), may_see, budget
+                )
+                assert index.looked_at - before <= budget
+                found += names
+                if resume is None:
+                    break
+                after = resume
+            assert len(found) <= limit
+            seen += found
+            if len(found) < limit:
+                break
+            after = found[-1]
+        assert seen == expected, limit
+        assert tuple(seen) == visible_node_page(big, "", 1000, ("",), may_see).names
 
 
 def test_a_limited_view_is_what_its_patterns_match_whatever_they_are() -> None:
