@@ -210,6 +210,7 @@ TIERS: Final[dict[str, tuple[str, ...]]] = {
     "tests/test_layout_table.py": UNIT,
     "tests/test_server_map.py": UNIT,
     "tests/test_module_size.py": UNIT,
+    "tests/test_protocol_width.py": UNIT,
     "tests/test_global_random.py": UNIT,
     "tests/test_leaving_twice.py": UNIT,
     "tests/test_leader_backoff.py": UNIT,
