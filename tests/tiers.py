@@ -96,6 +96,8 @@ _SLOW: Final = (
     "src/tenure/testing/conformance/test_differential.py::test_the_backend_agrees_with_the_engine[postgres]",
     "src/tenure/testing/conformance/test_differential.py::test_the_backend_agrees_with_the_engine[etcd]",
     "src/tenure/testing/conformance/test_differential.py::test_the_backend_agrees_with_the_engine[redis]",
+    "src/tenure/testing/conformance/test_differential.py::test_the_backend_agrees_with_the_engine[tenure]",
+    "src/tenure/testing/conformance/test_differential.py::test_the_backend_agrees_with_the_engine[tenure-cluster]",
     "tests/contrib/test_tooz_suite.py::test_tooz_suite_passes_against_a_tenure_server",
     "tests/contrib/test_tooz_suite.py::test_tooz_suite_passes_against_a_three_member_cluster",
     "tests/contrib/test_tooz.py::test_the_example_runs_groups_leaders_locks_a_partitioner_and_a_timeout",
