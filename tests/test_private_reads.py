@@ -99,13 +99,6 @@ FRIENDS: tuple[Friend, ...] = (
         "the session's stakes: a granted lease becomes its caller's stake",
     ),
     Friend(
-        "tenure.client._reentrant",
-        "tenure.client._lease",
-        ("_acquire", "_grant", "_finish"),
-        "a reentrant hold is one lease acquired through the session (HoldKeeper), its "
-        "acquisitions ended with it (a part of the session: lowlevel imports the session)",
-    ),
-    Friend(
         "tenure.client._client",
         "tenure.client._session",
         ("_bind", "_close", "_listener", "_claim_releaser"),
@@ -280,56 +273,101 @@ def test_every_friend_is_needed() -> None:
     assert not wrong, "friend lines to correct or remove:\n" + "\n".join(wrong)
 
 
-#: The recipes' own modules besides those of their classes (read from the registry):
-#: the parts a recipe is made of, and the recipes that make no class of their own.
-RECIPE_PARTS = frozenset(
+#: The recipes, named (CONTRIBUTING's layout table, docs/recipes.md): the modules of
+#: ``tenure.client`` each recipe is written in, over the primitive acquire, the
+#: semaphore object and the public low level (a recipe's session is a
+#: ``RecipeSession``, reached through ``tenure.lowlevel``), with the parts they are
+#: made of; and their sync twins, over the portal. Issue 49 asked that none of them
+#: read another module's private names, as a user's recipe could not.
+RECIPES = frozenset(
     {
-        "tenure.client._group_member",  # a group's member and views (Group, Partition)
-        "tenure.client._cache_changes",  # what a cache's consumers are told (Cache)
+        "tenure.client._semaphore",  # the semaphore object every recipe is over
+        "tenure.client._mutex",
+        "tenure.client._reentrant",  # a reentrant mutex's shared holds (mutex(reentrant=True))
+        "tenure.client._rwlock",
+        "tenure.client._lock_all",
+        "tenure.client._election",
         "tenure.client._leader",  # Client.lead: the leader runner
+        "tenure.client._barrier",
+        "tenure.client._latch",
+        "tenure.client._counter",
+        "tenure.client._rate_limiter",
+        "tenure.client._rates_over_core",  # the rate limiter's reservations over the core
+        "tenure.client._group",
+        "tenure.client._group_member",  # a group's member and views (Group, Partition)
+        "tenure.client._partition",
+        "tenure.client._claim",
+        "tenure.client._cache",
+        "tenure.client._cache_changes",  # what a cache's consumers are told
         "tenure.client._recipe_session",  # what a recipe object is made of
+        "tenure.sync._semaphore",
+        "tenure.sync._mutex",
+        "tenure.sync._rwlock",
+        "tenure.sync._lock_all",
+        "tenure.sync._election",
         "tenure.sync._leader",
-        "tenure.sync._recipe",
+        "tenure.sync._barrier",
+        "tenure.sync._latch",
+        "tenure.sync._counter",
+        "tenure.sync._rate_limiter",
+        "tenure.sync._group",  # groups and partitions
+        "tenure.sync._claim",
+        "tenure.sync._cache",
+        "tenure.sync._recipe",  # what a sync recipe object is made of
     }
 )
 
 
-def recipe_modules() -> set[str]:
-    """Every recipe's module, on both faces: each class of the recipe registry's, and
-    :data:`RECIPE_PARTS`."""
+def registry_modules() -> set[str]:
+    """The module of each class of the recipe registry (``client/_recipes.py``), on
+    both faces: the recipes :data:`RECIPES` must name."""
     import tenure.client
     import tenure.sync
-    from tenure.client._recipes import RECIPES
+    from tenure.client._recipes import RECIPES as REGISTRY
 
-    found = set(RECIPE_PARTS)
-    for recipe in RECIPES:
+    found: set[str] = set()
+    for recipe in REGISTRY:
         if recipe.cls is not None:
             found.add(getattr(tenure.client, recipe.cls).__module__)
             found.add(getattr(tenure.sync, recipe.cls).__module__)
     return found
 
 
+def test_the_recipes_named_are_the_registrys_and_exist() -> None:
+    """:data:`RECIPES` names every module the recipe registry's classes live in (a new
+    recipe is named there too), and only modules that exist."""
+    known = modules(SOURCE)
+    assert known.keys() >= RECIPES, sorted(RECIPES - known.keys())
+    missing = registry_modules() - RECIPES
+    assert not missing, f"recipe modules RECIPES does not name: {sorted(missing)}"
+
+
 def test_no_recipe_reads_a_private_name_of_another_module() -> None:
     """The recipes stand on the public low level (``tenure.lowlevel``) and public
     names alone, as a user's recipe would: no friend line lets one in."""
-    recipes = recipe_modules()
-    known = modules(SOURCE)
-    assert recipes <= known.keys(), sorted(recipes - known.keys())
-    assert {"tenure.client._mutex", "tenure.client._partition", "tenure.sync._group"} <= recipes
-    found = [read for read in private_reads(SOURCE) if read.reader in recipes]
+    found = [read for read in private_reads(SOURCE) if read.reader in RECIPES]
     assert not found, "recipes reading another module's private names:\n" + "\n".join(
         f"{_where(read)}: {read.reader} reads {read.text}" for read in found
     )
     friendly = [
-        f for f in FRIENDS if f.reader in recipes or f.reader in {"tenure.client", "tenure.sync"}
+        f for f in FRIENDS if f.reader in RECIPES or f.reader in {"tenure.client", "tenure.sync"}
     ]
     assert not friendly, f"friend lines for recipes: {friendly}"
+
+
+#: The most reads of another module's private names ``src/tenure`` may make (issue 49).
+MOST_PRIVATE_READS = 30
 
 
 def test_at_most_thirty_private_reads() -> None:
     """Issue 49: reads of another module's private names in src/ fell from 109 to at
     most 30, each allowed by a friend line above with its reason."""
-    assert len(private_reads(SOURCE)) <= 30
+    reads = private_reads(SOURCE)
+    assert len(reads) <= MOST_PRIVATE_READS, (
+        f"{len(reads)} reads of another module's private names (at most "
+        f"{MOST_PRIVATE_READS}): give their owners public names\n"
+        + "\n".join(f"{_where(read)}: {read.reader} reads {read.text}" for read in reads)
+    )
 
 
 # -- the reading, on a package written for it -------------------------------------------

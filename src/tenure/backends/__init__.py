@@ -11,7 +11,8 @@ URL                             where the state lives
 ==============================  ==============================================
 
 The contract every backend keeps is :mod:`tenure.backends._base` (re-exported here:
-:class:`Backend`; a session's core, :class:`CoreSession`, with its writes
+:class:`Backend`, made of its nodes, :class:`BackendNodes`, and what operators
+list, :class:`BackendListing`; a session's core, :class:`CoreSession`, with its writes
 (:data:`SemaphoreWrite`: :class:`CreateWrite`, :class:`UpdateWrite`,
 :class:`SwapWrite`, :class:`DeleteWrite`), and its optional abilities, each a
 protocol tied to a :class:`Capability` by :data:`ABILITIES` (:class:`AllOrNone`,
@@ -46,6 +47,8 @@ from tenure.backends._base import (
     ABILITIES,
     AllOrNone,
     Backend,
+    BackendListing,
+    BackendNodes,
     BackendSession,
     Capability,
     Claiming,
@@ -153,6 +156,8 @@ __all__ = [
     "ABILITIES",
     "AllOrNone",
     "Backend",
+    "BackendListing",
+    "BackendNodes",
     "BackendSession",
     "Capability",
     "Claiming",

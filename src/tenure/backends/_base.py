@@ -94,6 +94,8 @@ __all__ = [
     "TICKET_PREFIX",
     "AllOrNone",
     "Backend",
+    "BackendListing",
+    "BackendNodes",
     "BackendSession",
     "Capability",
     "Claiming",
@@ -136,12 +138,9 @@ __all__ = [
 ]
 
 
-class Backend(Protocol):
-    """A place where coordination state lives, opened by URL (see :func:`open_backend`)."""
-
-    @property
-    def capabilities(self) -> frozenset[Capability]:
-        """What this backend promises (:class:`Capability`)."""
+class BackendNodes(Protocol):
+    """A backend's nodes, each a namespace with its own settings (docs/backends.md,
+    "Nodes"): one of the parts :class:`Backend` is made of."""
 
     async def create_node(self, name: str, config: NodeConfig) -> None:
         """Create a node with ``config``; AlreadyExistsError if it exists."""
@@ -154,6 +153,49 @@ class Backend(Protocol):
 
     async def drop_node(self, name: str, force: bool) -> None:
         """Drop a node; with live sessions only if ``force`` (they are then lost)."""
+
+
+class BackendListing(Protocol):
+    """What a backend shows and does for operators (docs/backends.md, "Listing and
+    killing sessions"): its nodes, semaphores and sessions listed, and a live session
+    ended; one of the parts :class:`Backend` is made of.
+
+    Listings are paged: a page is sorted, ``after`` is exclusive, ``limit`` is in
+    [1, MAX_PAGE] (InvalidArgumentError outside), so no reply outgrows a frame.
+    """
+
+    async def list_nodes(self, *, after: str, limit: int) -> list[str]:
+        """Up to ``limit`` node names greater than ``after`` (``""``: from the first), sorted."""
+
+    async def list_semaphores(
+        self, node: str, *, prefix: str, after: str, limit: int
+    ) -> list[SemaphoreSummary]:
+        """Up to ``limit`` semaphores of ``node`` whose names start with ``prefix`` and
+        are greater than ``after``, sorted by name; NotFoundError for a missing node."""
+
+    async def list_sessions(self, node: str, *, after: int, limit: int) -> list[SessionSummary]:
+        """Up to ``limit`` live sessions of ``node`` with ids greater than ``after``,
+        sorted by id; NotFoundError for a missing node."""
+
+    async def kill_session(self, node: str, session_id: int) -> None:
+        """End a live session as if its recovery window had passed.
+
+        Its holds are released (the node's lock-delay applies, as on expiry), its
+        waits withdrawn, and its client hears :meth:`SessionListener.session_lost`
+        with SessionExpiredError whose message says an operator ended it.
+        NotFoundError if the node or the live session does not exist;
+        PermissionDeniedError without write access.
+        """
+
+
+class Backend(BackendNodes, BackendListing, Protocol):
+    """A place where coordination state lives, opened by URL (see :func:`open_backend`):
+    its nodes (:class:`BackendNodes`), its sessions, its claims, and what operators
+    list (:class:`BackendListing`)."""
+
+    @property
+    def capabilities(self) -> frozenset[Capability]:
+        """What this backend promises (:class:`Capability`)."""
 
     async def open_session(
         self,
@@ -188,32 +230,6 @@ class Backend(Protocol):
         closed), or whose secret does not match (the backend cannot tell a wrong
         secret from a session it never had), and UnsupportedError on a backend
         without :attr:`Capability.SESSION_RECOVERY`.
-        """
-
-    # -- listing (paged: a page is sorted, ``after`` is exclusive, ``limit`` is in
-    # [1, MAX_PAGE]; InvalidArgumentError outside, so no reply outgrows a frame) --
-
-    async def list_nodes(self, *, after: str, limit: int) -> list[str]:
-        """Up to ``limit`` node names greater than ``after`` (``""``: from the first), sorted."""
-
-    async def list_semaphores(
-        self, node: str, *, prefix: str, after: str, limit: int
-    ) -> list[SemaphoreSummary]:
-        """Up to ``limit`` semaphores of ``node`` whose names start with ``prefix`` and
-        are greater than ``after``, sorted by name; NotFoundError for a missing node."""
-
-    async def list_sessions(self, node: str, *, after: int, limit: int) -> list[SessionSummary]:
-        """Up to ``limit`` live sessions of ``node`` with ids greater than ``after``,
-        sorted by id; NotFoundError for a missing node."""
-
-    async def kill_session(self, node: str, session_id: int) -> None:
-        """End a live session as if its recovery window had passed.
-
-        Its holds are released (the node's lock-delay applies, as on expiry), its
-        waits withdrawn, and its client hears :meth:`SessionListener.session_lost`
-        with SessionExpiredError whose message says an operator ended it.
-        NotFoundError if the node or the live session does not exist;
-        PermissionDeniedError without write access.
         """
 
     async def release_claim(self, node: str, name: str, claim_id: str) -> bool:

@@ -62,7 +62,15 @@ from tenure.backends._engine_handoffs import HandoffCommands
 from tenure.backends._ledger import Pending
 from tenure.backends._session import StoreSession
 from tenure.backends._session_class import session_class
-from tenure.backends._store import QUEUED, BoundSession, Enqueued, InQueue, Store, Withdrawal
+from tenure.backends._store import (
+    QUEUED,
+    Enqueued,
+    InQueue,
+    SessionLosses,
+    SessionView,
+    Store,
+    Withdrawal,
+)
 from tenure.backends._watch import EngineCalls, EngineWatches
 from tenure.errors import LostError, TenureError, error_from_code
 
@@ -107,6 +115,12 @@ class HoldsReader(Protocol):
         """The session's holds as the engine keeps them now, in (name, hold) order."""
 
 
+class CommandStoreHome(SessionView, SessionLosses, Protocol):
+    """What a :class:`CommandStore` asks of the session it works for: its end and
+    ledger, read as each acquire is settled, and to be told of a grant or the session
+    lost."""
+
+
 class CommandStore(HandoffCommands):
     """The :class:`~tenure.backends._store.Acquiring` and
     :class:`~tenure.backends._store.Administering` of a store that is an engine
@@ -136,9 +150,9 @@ class CommandStore(HandoffCommands):
         self.page_size = page_size
         self._requests = itertools.count(first_request_id)
         self._watches = watches
-        self.session: BoundSession
+        self.session: CommandStoreHome
 
-    def bind(self, session: BoundSession) -> None:
+    def bind(self, session: CommandStoreHome) -> None:
         """The session this store works for (bound by its :class:`Store`)."""
         self.session = session
 

@@ -45,7 +45,7 @@ import contextlib
 import logging
 import random
 import ssl
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Coroutine
 from typing import Any, Final, Protocol, TypeVar
 
 from tenure._core import Command, Effect
@@ -53,7 +53,6 @@ from tenure._protocol import (
     Failure,
     GoingAway,
     LocalProtocolError,
-    Ping,
     Pong,
     Push,
     Reply,
@@ -67,7 +66,7 @@ from tenure._protocol.messages import (
 from tenure.backends._doors import Door, Doors
 from tenure.backends._link_conn import DisconnectedError, LinkConnection
 from tenure.backends._link_dial import NEWER, LinkOptions, check_version, greet, leader_elsewhere
-from tenure.backends._link_pings import GIVE_UP, LOOK, PING, next_step
+from tenure.backends._link_pings import FOLLOW_PAUSE, Keepalive
 from tenure.backends._link_words import (
     attempt_error,
     describe_error,
@@ -88,6 +87,7 @@ from tenure.errors import (
 R = TypeVar("R")
 
 __all__ = [
+    "FOLLOW_PAUSE",
     "DisconnectedError",
     "Doors",
     "Door",
@@ -102,14 +102,6 @@ __all__ = [
 #: application's (a library that draws from it moves a seeded program's sequence).
 _JITTER: Final = random.Random()
 log = logging.getLogger("tenure.client")
-
-#: The shortest and longest pause between keep-alive checks, in seconds.
-MIN_PING_INTERVAL: Final = 0.02
-DEFAULT_PING_INTERVAL: Final = 5.0
-#: A Ping unanswered for this long (at least) means the connection is dead.
-MIN_PING_PATIENCE: Final = 2.0
-#: The longest pause between attempts while standbys answer and no leader does (s).
-FOLLOW_PAUSE: Final = 0.5
 
 
 class LinkHome(Protocol):
@@ -137,7 +129,6 @@ class Link:
         self._conn: LinkConnection | None = None
         self._ready = asyncio.Event()  # a connection is up and its sessions re-attached
         self._is_ready = False  # _ready.is_set(), read on every request without a call
-        self._wake_keepalive = asyncio.Event()
         self._closing = False
         self._tasks: set[asyncio.Task[None]] = set()
         self._last_id = 0
@@ -153,13 +144,12 @@ class Link:
         #: upgraded was restarted: a rolling upgrade's last leader speaks the newest).
         self._versions: dict[str, int] = {}
         self.last_error: BaseException | None = None
-        self.ping_interval = DEFAULT_PING_INTERVAL
-        self._wanted_interval = DEFAULT_PING_INTERVAL
+        #: Its pings (``_link_pings``): confirming an idle connection, finding it dead.
+        self.keepalive = Keepalive(self, options.connect_timeout)
         self._reconnector: asyncio.Task[None] | None = None
         #: The pause before the next connection attempt while reconnecting, in seconds.
         self.pause = 0.0
         self._heard_standby = False  # whether the last attempt heard a standby
-        self._looking: asyncio.Task[None] | None = None  # asking the other doors
 
     @property
     def endpoint(self) -> Door:
@@ -175,6 +165,11 @@ class Link:
     def connected(self) -> bool:
         """Whether requests can go out now."""
         return self._ready.is_set()
+
+    @property
+    def current(self) -> LinkConnection | None:
+        """The connection now, set up or not (None while there is none)."""
+        return self._conn
 
     @property
     def ready(self) -> bool:
@@ -195,7 +190,7 @@ class Link:
                 why = describe_error(error)
                 raise UnavailableError(f"cannot connect to {self.endpoint}: {why}") from error
             raise
-        self._spawn(self._keepalive())
+        self.spawn(self.keepalive.run())
 
     async def aclose(self) -> None:
         """Stop reconnecting, close the connection, fail what still waits."""
@@ -217,16 +212,7 @@ class Link:
 
     def need_pings_every(self, seconds: float) -> None:
         """Confirm the connection at least this often (the shortest wish wins)."""
-        self._wanted_interval = min(self._wanted_interval, seconds)
-        self._apply_ping_interval()
-
-    def _apply_ping_interval(self) -> None:
-        seconds = self._wanted_interval
-        idle = self.welcome.idle_timeout if self.welcome else 0.0
-        if idle > 0:
-            seconds = min(seconds, idle / 3)
-        self.ping_interval = max(MIN_PING_INTERVAL, seconds)
-        self._wake_keepalive.set()
+        self.keepalive.need_every(seconds)
 
     def drop(self) -> None:
         """Abort the current connection (it is then made again): for tests and errors."""
@@ -361,7 +347,7 @@ class Link:
         if self._conn is conn:
             self._ready.set()
             self._is_ready = True
-            self._apply_ping_interval()
+            self.keepalive.welcomed(welcome.idle_timeout)
 
     async def _reconnect(self) -> None:
         delay = self.options.backoff_initial
@@ -461,44 +447,13 @@ class Link:
                 future.exception()  # retrieved, so an abandoned one does not warn
         conn.pending.clear()
 
-    async def _keepalive(self) -> None:
-        """Ping, look for a leader elsewhere, give up: each when due (``_link_pings``)."""
-        nonce, wake = 0, self._loop.time() + self.ping_interval
-        while not self._closing:
-            self._wake_keepalive.clear()
-            with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout_at(wake):
-                    await self._wake_keepalive.wait()
-            conn, now = self._conn, self._loop.time()
-            wake = now + self.ping_interval
-            if conn is None or not self._ready.is_set():
-                continue
-            patience = max(2 * self.ping_interval, MIN_PING_PATIENCE)
-            pinged = min(conn.pings.values()) if conn.pings else None
-            step, wake = next_step(now, self.confirmed_at, pinged, self.ping_interval, patience)
-            if step == GIVE_UP:
-                self.doors.went_silent(self.endpoint, now + self.options.connect_timeout)
-                self.lost(conn, DisconnectedError(f"no Pong from {self.endpoint} in {patience:g}s"))
-            elif step == LOOK and len(self.doors.doors) > 1:
-                if self._looking is None or self._looking.done():
-                    self._looking = self._spawn(self._leave_if_elsewhere(conn))
-            elif step == PING:
-                nonce += 1
-                conn.pings[nonce] = now
-                conn.send(conn.codec.send(Ping(nonce)))
+    async def leader_elsewhere(self, silent: Door) -> Door | None:
+        """The leader another door names, when it is not ``silent`` (the endpoint that
+        stopped answering); None if none does (``_link_dial.leader_elsewhere``)."""
+        return await leader_elsewhere(self, self.options, self._versions, self.doors, silent)
 
-    async def _leave_if_elsewhere(self, conn: LinkConnection) -> None:
-        """Leave ``conn`` (a Ping unanswered) for the leader another door names, if one does."""
-        silent = self.endpoint
-        while self._conn is conn and conn.pings:
-            leader = await leader_elsewhere(self, self.options, self._versions, self.doors, silent)
-            if leader is not None and self._conn is conn and conn.pings:
-                self.doors.went_silent(silent, self._loop.time() + self.options.connect_timeout)
-                self.doors.hint = leader
-                self.lost(conn, DisconnectedError(f"{silent} answers no Ping; {leader} leads now"))
-            await asyncio.sleep(FOLLOW_PAUSE)
-
-    def _spawn(self, coro: Any) -> asyncio.Task[None]:
+    def spawn(self, coro: Coroutine[Any, Any, None]) -> asyncio.Task[None]:
+        """Run ``coro`` in a task of the link's, ended when it closes."""
         task: asyncio.Task[None] = asyncio.ensure_future(coro)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)

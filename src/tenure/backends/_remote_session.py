@@ -103,8 +103,9 @@ class RemoteStore:
 
     beat_period: float | None = None  # the link's pings keep the session alive
 
-    def __init__(self, shard: Shard, info: SessionInfo, key: bytes) -> None:
+    def __init__(self, shard: Shard, node: str, info: SessionInfo, key: bytes) -> None:
         self.session_id = info.session_id
+        self.node = node
         self.protection_key = key
         self.seq_no = info.seq_no  # each re-attach uses the next
         self.where = str(shard.link.endpoint)
@@ -171,8 +172,7 @@ class RemoteStore:
                     self._write_owed(command)
                 return await link.call(command, wait_until=base + self._window)
             except FrameTooLargeError as error:  # data past the frame: say which limit
-                node = self.session.node
-                raise await data_refusal(command, node, error, self._describe) from None
+                raise await data_refusal(command, self.node, error, self._describe) from None
             except DisconnectedError:
                 if isinstance(command, Acquire):
                     if await self._still_queued(command):

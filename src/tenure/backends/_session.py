@@ -10,7 +10,8 @@ same everywhere, and this module is the only place that states them. Three of th
 are carried out by a module each, over a narrow view of the session: the local
 deadline and the heartbeats by :mod:`tenure.backends._liveness`, acquires (and their
 withdrawal) by :mod:`tenure.backends._acquires`, releases by
-:mod:`tenure.backends._release`.
+:mod:`tenure.backends._release`; and the hand-offs by
+:mod:`tenure.backends._session_handoffs`, over the session's ledger.
 
 **Loss is told once.** The session ends once: the store says so (an expiry, a
 kill, another client resuming it), its node is dropped by force, or its local
@@ -67,7 +68,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import secrets
 from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from typing import Any, Final, TypeVar
 
@@ -87,16 +87,15 @@ from tenure.backends._base import (
     WatchStream,
 )
 from tenure.backends._capability import Capability
-from tenure.backends._handoffs import SECRET_BYTES, check_handoff
 from tenure.backends._ledger import HoldLedger
 from tenure.backends._liveness import RETRY_MAX, RETRY_MIN, Liveness
 from tenure.backends._options import WITHDRAW_WAIT
 from tenure.backends._release import Releases
+from tenure.backends._session_handoffs import SessionHandoffs
 from tenure.backends._store import (
     Acquiring,
     Administering,
     EagerRelease,
-    HandingOff,
     Reserving,
     Store,
     Watching,
@@ -170,6 +169,7 @@ class StoreSession:
             self, acquiring, acquiring.release_now if isinstance(acquiring, EagerRelease) else None
         )
         self._acquires = Acquires(self, acquiring, self._releases)
+        self._handoffs = SessionHandoffs(acquiring, self.ledger, scheme, node, session_id)
         store.bind(self)
         self._liveness = Liveness(self, store, window)
         #: See :meth:`tenure.backends._base.CoreSession.deadline_passed`: the
@@ -422,46 +422,19 @@ class StoreSession:
         for held in holds:
             self.ledger.held[(held.name, held.grant.hold)] = held.grant
 
-    # -- hand-offs --------------------------------------------------------------------
+    # -- hand-offs (carried out by _session_handoffs) ---------------------------------
 
     async def offer_hold(self, name: str, grant: Grant) -> Handoff:
         """See :meth:`tenure.backends._abilities.Handoffs.offer_hold`: a fresh secret
         each time (the store keeps only its proof)."""
         self.check_alive()
-        store = self._handing_off()
-        if self.ledger.held.get((name, grant.hold)) != grant:
-            raise LeaseLostError(f"the grant of {name!r} (token {grant.token}) is not held")
-        secret = secrets.token_bytes(SECRET_BYTES)
-        offered = await store.offer_hold(name, grant.hold, secret)
-        return Handoff(
-            self.scheme, self.node, name, self._session_id, grant.hold, offered.token, secret
-        )
+        return await self._handoffs.offer(name, grant)
 
     async def adopt_hold(self, handoff: Handoff) -> HeldGrant:
-        """See :meth:`tenure.backends._abilities.Handoffs.adopt_hold`. The hold number
-        it takes is reserved as an acquire's is (a pending one in the ledger), so that
-        a re-attach meanwhile finds the adopted hold asked for, not unknown."""
+        """See :meth:`tenure.backends._abilities.Handoffs.adopt_hold`: its hold number
+        reserved as an acquire's is (:mod:`tenure.backends._session_handoffs`)."""
         self.check_alive()
-        store = self._handing_off()
-        if not isinstance(handoff, Handoff):
-            raise InvalidArgumentError(f"not a Handoff: {type(handoff).__name__}")
-        check_handoff(handoff, self.scheme, self.node)
-        name = handoff.name
-        hold = self.ledger.free_hold(name)
-        request_id = self._acquiring.new_request_id()
-        self.ledger.open(request_id, name, hold)
-        try:
-            held = await store.adopt_hold(handoff, hold)
-            grant = self.ledger.take(request_id, (name, hold), held.grant)
-        finally:
-            self.ledger.close(request_id)
-        return HeldGrant(name, grant, held.data)
-
-    def _handing_off(self) -> HandingOff:
-        store = self._acquiring
-        if not isinstance(store, HandingOff):  # (its class has no offer_hold then)
-            raise UnsupportedError(f"{self.scheme}:// cannot hand a hold to another session")
-        return store
+        return await self._handoffs.adopt(handoff)
 
     # -- the end ----------------------------------------------------------------------
 

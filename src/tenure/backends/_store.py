@@ -23,8 +23,11 @@ An adapter gives each part as the object that does it: one object may do several
 part of its own needs the session.
 
 A store talks back to its session through :class:`BoundSession`, the narrow part
-of the session it may see. This module is a leaf (it imports no backend module but
-the contract and the ledger), so a store's parts can depend on it without circles.
+of the session it may see: composed of what a part reads (:class:`SessionView`),
+tells (:class:`SessionLosses`) and has done (:class:`SessionWork`), so that each part
+of a store is typed with no more of the session than it uses. This module is a leaf
+(it imports no backend module but the contract and the ledger), so a store's parts
+can depend on it without circles.
 """
 
 from __future__ import annotations
@@ -51,6 +54,9 @@ __all__ = [
     "HandingOff",
     "InQueue",
     "Reserving",
+    "SessionLosses",
+    "SessionView",
+    "SessionWork",
     "Store",
     "Watching",
     "Withdrawal",
@@ -82,17 +88,9 @@ class Withdrawal(enum.Enum):
     UNKNOWN = "unknown"
 
 
-class BoundSession(Protocol):
-    """The session a store adapter is bound to (:meth:`Store.bind`): what the adapter
-    may read of it and tell it."""
-
-    @property
-    def session_id(self) -> int:
-        """The session's id in the store."""
-
-    @property
-    def node(self) -> str:
-        """The session's node."""
+class SessionView(Protocol):
+    """What a store's part may read of the session it works for: how it ended, and its
+    ledger of acquires and holds."""
 
     @property
     def ended(self) -> LostError | None:
@@ -101,6 +99,14 @@ class BoundSession(Protocol):
     @property
     def ledger(self) -> HoldLedger:
         """The session's acquires in progress, grants held and being released."""
+
+    def check_alive(self) -> None:
+        """Raise the session's loss error if it ended."""
+
+
+class SessionLosses(Protocol):
+    """What a store's part tells the session it works for of what was lost: the
+    session, its node, one grant. Each is told once to the client."""
 
     def lose(self, error: LostError) -> None:
         """The store says the session is gone: end it, tell the client (once)."""
@@ -111,8 +117,10 @@ class BoundSession(Protocol):
     def grant_lost(self, name: str, hold: int, token: int, error: LostError) -> None:
         """The grant ``token`` of hold ``hold`` on ``name`` ended without a release."""
 
-    def check_alive(self) -> None:
-        """Raise the session's loss error if it ended."""
+
+class SessionWork(Protocol):
+    """What a store's part has the session it works for do: run work in the
+    background, send a change until it is answered, tell when the session ends."""
 
     def spawn(self, coro: Coroutine[Any, Any, object]) -> None:
         """Run ``coro`` in the background (errors are logged: there is no caller)."""
@@ -123,6 +131,16 @@ class BoundSession(Protocol):
 
     def ending(self) -> asyncio.Future[None]:
         """A future done when the session ends (for a wait that must end with it)."""
+
+
+class BoundSession(SessionView, SessionLosses, SessionWork, Protocol):
+    """The session a store adapter is bound to (:meth:`Store.bind`): what the adapter
+    may read of it (:class:`SessionView`), tell it (:class:`SessionLosses`) and have
+    it do (:class:`SessionWork`), and its life as the store's backend sees it.
+
+    A part of the adapter that needs less types the session with what it needs: one
+    of those three, or a home of its own composed of them.
+    """
 
     def deadline_passed(self) -> bool:
         """Give the session up if its local deadline passed; whether it has ended."""

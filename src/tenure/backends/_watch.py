@@ -22,7 +22,7 @@ from tenure._core import CancelWatch, Command, DescribeSemaphore, WatchFired, Wa
 from tenure._core.values import SemaphoreDescription
 from tenure.backends._base import PrefixWatchStream, WatchStream
 from tenure.backends._prefix import PrefixFeed, PrefixStream
-from tenure.backends._store import BoundSession
+from tenure.backends._store import SessionView, SessionWork
 from tenure.errors import LostError
 
 __all__ = ["EngineCalls", "EngineWatch", "EngineWatches", "WatchFeed"]
@@ -140,6 +140,11 @@ class EngineWatch:
             self._feed = None
 
 
+class EngineWatchesHome(SessionView, SessionWork, Protocol):
+    """What :class:`EngineWatches` ask of the session they work for: whether it lives,
+    and a task for each watch's feed."""
+
+
 class EngineWatches:
     """A session's watches in its engine (module docstring), over ``channel``."""
 
@@ -150,9 +155,9 @@ class EngineWatches:
         self._feeds: dict[int, WatchFeed] = {}
         #: Armed prefix watches' feeds, by engine watch id.
         self._prefix_feeds: dict[int, PrefixFeed] = {}
-        self._session: BoundSession
+        self._session: EngineWatchesHome
 
-    def bind(self, session: BoundSession) -> None:
+    def bind(self, session: EngineWatchesHome) -> None:
         """The session these watches are of (bound by its store)."""
         self._session = session
 

@@ -232,7 +232,7 @@ class TenureBackend(SessionFactory):
     def _attached(
         self, shard: Shard, node: str, info: SessionInfo, key: bytes, listener: SessionListener
     ) -> StoreSession:
-        store = RemoteStore(shard, info, key)
+        store = RemoteStore(shard, node, info, key)
         session = engine_session(
             store, listener, "tenure", node, info, self.withdraw_wait, self.capabilities
         )

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable
+from dataclasses import replace
 from functools import partial
 from typing import Protocol, TypeVar
 
@@ -81,7 +82,7 @@ class LeaseMaker(Protocol):
     """What makes a new lease in a session (a :class:`~tenure.client.Session`): the
     acquire of arguments already checked. Declared once, here, for the protocols of
     those that call it: a recipe's (:class:`~tenure.client._recipe_session.RecipeSession`)
-    and reentrant holds' (:class:`~tenure.client._reentrant.HoldKeeper`)."""
+    and the session's own, for a reentrant mutex's new hold."""
 
     async def _acquire(
         self,
@@ -124,6 +125,14 @@ def open_lease(
         "acquire(...)",
         "lease",
     )
+
+
+def shared_grant(lease: Lease) -> Grant:
+    """``lease``'s grant as a lease that shares its hold is made with (a reentrant
+    mutex's nested acquisitions, :mod:`tenure.client._reentrant`): its token, count
+    and hold number, without its TTL (``lease`` keeps the hold renewed; a sharer
+    never renews it)."""
+    return replace(lease._grant, lease_ttl=None)
 
 
 def start_release(lease: Lease) -> asyncio.Future[bool] | None:

@@ -16,23 +16,23 @@ lock's block is; the session then forgets the hold, and the next acquire starts
 afresh, with a request and a new token.
 
 What the session keeps, per semaphore name and caller, is a :class:`SharedHold`
-(:class:`ReentrantHolds`). Another caller, even a task of the same session or one
-started inside the block, has no share in it: it queues like anyone else. A caller
-that holds the name through a plain acquire cannot nest a reentrant one in it, nor
-the other way round: either would wait behind its own hold, so both are refused.
+(:class:`ReentrantHolds`); the session acquires each new hold itself, as any other
+(``SessionHolds._lock_reentrant``), and hands it to the table to share. Another
+caller, even a task of the same session or one started inside the block, has no
+share in it: it queues like anyone else. A caller that holds the name through a
+plain acquire cannot nest a reentrant one in it, nor the other way round: either
+would wait behind its own hold, so both are refused.
 """
 
 from __future__ import annotations
 
 import asyncio
-from dataclasses import replace
-from typing import Final, Protocol
+from typing import Final
 
-from tenure._core.values import MAX_COUNT
 from tenure.client import _args
 from tenure.client._args import Data
-from tenure.client._caller import Caller, current_caller, named
-from tenure.client._lease import LeaseKeeper, LeaseMaker, Lock
+from tenure.client._caller import Caller, named
+from tenure.client._lease import Lock, shared_grant
 from tenure.errors import (
     InvalidArgumentError,
     LimitExceededError,
@@ -44,17 +44,6 @@ from tenure.errors import (
 #: per mutex). Far beyond what nested calls need: a deeper nesting is a runaway loop or
 #: recursion, which this stops with LimitExceededError before it holds without bound.
 MAX_REENTRANT_DEPTH: Final = 1000
-
-
-class HoldKeeper(LeaseKeeper, LeaseMaker, Protocol):
-    """What reentrant holds need of their session (a :class:`~tenure.client.Session`):
-    what its leases need, the acquire of a new hold (:class:`LeaseMaker`), and whether
-    a caller holds a name through a plain one."""
-
-    def _holds_plainly(self, name: str, caller: Caller) -> bool:
-        """Whether ``caller`` holds or is acquiring ``name`` in this session through an
-        acquire that is not reentrant."""
-        ...
 
 
 def max_depth(reentrant: bool, value: object) -> int | None:
@@ -87,7 +76,7 @@ class ReentrantLock(Lock):
     def __init__(self, hold: SharedHold) -> None:
         lock = hold.lock
         # The grant without its TTL: the hold renews itself, an acquisition never does.
-        super().__init__(lock.session, lock.name, replace(lock._grant, lease_ttl=None), lock.data)
+        super().__init__(lock.session, lock.name, shared_grant(lock), lock.data)
         self._hold = hold
 
     def _release_soon(self) -> asyncio.Future[bool] | None:
@@ -122,6 +111,10 @@ class ReentrantLock(Lock):
     def _lose(self, error: LostError) -> None:
         # (Not Lease._lose: the session tracks the hold, not its acquisitions.)
         self._finish(self._translate(error))
+
+    def _released_with_hold(self) -> None:
+        """The hold was released under this acquisition: it ends, released."""
+        self._finish(None)
 
 
 class SharedHold:
@@ -177,16 +170,16 @@ class SharedHold:
         for acquisition in acquisitions:
             if reason is None:
                 # Released under them (``session.leases()`` gives the hold itself).
-                acquisition._finish(None)
+                acquisition._released_with_hold()
             else:
                 acquisition._lose(reason)
 
 
 class ReentrantHolds:
-    """A session's reentrant mutex holds, by (semaphore name, caller)."""
+    """A session's reentrant mutex holds, by (semaphore name, caller): a table the
+    session asks before it acquires, and hands each new hold to (module docstring)."""
 
-    def __init__(self, session: HoldKeeper) -> None:
-        self._session = session
+    def __init__(self) -> None:
         self._holds: dict[tuple[str, Caller], SharedHold] = {}
         #: Whether some caller holds some reentrant mutex (a plain acquire then
         #: checks): an attribute, not a property, since every acquire reads it.
@@ -201,28 +194,16 @@ class ReentrantHolds:
                 "reentrant would wait behind its own hold"
             )
 
-    async def lock(
-        self,
-        name: str,
-        data: bytes,
-        timeout: float | None,
-        depth_limit: int,
-        max_hold: float | None = None,
-    ) -> Lock:
-        """A reentrant acquisition of the mutex ``name``: at once if the caller holds it
-        reentrantly already, else through a new hold (waiting ``timeout``; ending
-        ``max_hold`` seconds after its grant, if given)."""
-        caller = current_caller(asyncio.current_task())
+    def nest(self, name: str, caller: Caller, depth_limit: int) -> Lock | None:
+        """One more acquisition of the mutex ``name`` by ``caller``, at once, if it holds
+        it reentrantly already (LimitExceededError past ``depth_limit`` of them); None if
+        it does not: a new hold is to be acquired (then :meth:`share`)."""
         hold = self._holds.get((name, caller))
-        if hold is not None:
-            return hold.enter(depth_limit)
-        if self._session._holds_plainly(name, caller):
-            raise PreconditionFailedError(
-                f"{named(caller)} holds (or is acquiring) {name!r} in this session through "
-                "an acquire that is not reentrant: a reentrant one cannot nest in it (it "
-                f"would wait behind it); take both with mutex({name!r}, reentrant=True)"
-            )
-        lock = await self._session._acquire(Lock, name, MAX_COUNT, data, timeout, True, max_hold)
+        return None if hold is None else hold.enter(depth_limit)
+
+    def share(self, name: str, caller: Caller, lock: Lock, depth_limit: int) -> Lock:
+        """``lock``, the hold of ``name`` the session just acquired for ``caller``, shared
+        from now on by the caller's nested acquisitions: its first one."""
         hold = self._holds[name, caller] = SharedHold(self, (name, caller), lock)
         self.any = True
         lock.lost.add_callback(hold.ended)
@@ -232,3 +213,13 @@ class ReentrantHolds:
         if self._holds.get(hold.key) is hold:
             del self._holds[hold.key]
             self.any = bool(self._holds)
+
+
+def nested_in_plain(name: str, caller: Caller) -> PreconditionFailedError:
+    """The refusal of a reentrant acquire of ``name`` by a caller that holds (or is
+    acquiring) it through a plain acquire: it would wait behind it."""
+    return PreconditionFailedError(
+        f"{named(caller)} holds (or is acquiring) {name!r} in this session through "
+        "an acquire that is not reentrant: a reentrant one cannot nest in it (it "
+        f"would wait behind it); take both with mutex({name!r}, reentrant=True)"
+    )

@@ -18,10 +18,11 @@ keeps, from then on:
 * its client's observers (:mod:`tenure.client._observers`), told of each acquire
   sent, granted or failed.
 
-It satisfies the protocols its leases and reentrant holds are typed with
-(:class:`~tenure.client._lease.LeaseKeeper`, :class:`~tenure.client._reentrant.HoldKeeper`),
-so they never import the session's modules. The public face (the recipes, the
-primitive ``acquire``, ``close``) is :class:`~tenure.client.Session`'s.
+It satisfies the protocol its leases are typed with
+(:class:`~tenure.client._lease.LeaseKeeper`), so they never import the session's
+modules; the reentrant holds are a table it asks, and need nothing of it. The
+public face (the recipes, the primitive ``acquire``, ``close``) is
+:class:`~tenure.client.Session`'s.
 """
 
 from __future__ import annotations
@@ -53,7 +54,7 @@ from tenure.client._observers import PROCESS, Attempt, AttemptObserver, Observer
 from tenure.client._observers import failed as tell_failed
 from tenure.client._observers import granted as tell_granted
 from tenure.client._observers import started as tell_started
-from tenure.client._reentrant import ReentrantHolds
+from tenure.client._reentrant import ReentrantHolds, nested_in_plain
 from tenure.errors import LostError, SessionClosedError
 
 __all__ = ["SessionHolds"]
@@ -77,7 +78,7 @@ class SessionHolds:
         #: this session, to refuse one that asks again (it would wait behind itself).
         self._asking = Asking()
         #: Reentrant mutex holds, by (name, caller): session.mutex(name, reentrant=True).
-        self._reentrant = ReentrantHolds(self)
+        self._reentrant = ReentrantHolds()
         self._loop: asyncio.AbstractEventLoop | None = None
         #: Whether the backend sends a release before it returns, ahead of whatever
         #: the client asks next (then leaving ``async with`` need not wait for it).
@@ -290,7 +291,14 @@ class SessionHolds:
         most: LimitExceededError past it), else through a new hold with ``data``,
         waiting ``timeout`` seconds, ending ``max_hold`` seconds after its grant if
         given (see :class:`~tenure.Mutex`, ``reentrant=True``)."""
-        return await self._reentrant.lock(name, data, timeout, max_depth, max_hold)
+        caller = current_caller(asyncio.current_task(self._loop))
+        nested = self._reentrant.nest(name, caller, max_depth)
+        if nested is not None:
+            return nested
+        if self._holds_plainly(name, caller):
+            raise nested_in_plain(name, caller)
+        lock = await self._acquire(Lock, name, MAX_COUNT, data, timeout, True, max_hold)
+        return self._reentrant.share(name, caller, lock, max_depth)
 
     def _holds_plainly(self, name: str, caller: Caller) -> bool:
         """Whether ``caller`` holds or is acquiring ``name`` through an acquire that is

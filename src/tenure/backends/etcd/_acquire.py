@@ -61,7 +61,7 @@ from tenure._etcd.requests import (
 )
 from tenure.backends._base import Grant
 from tenure.backends._ledger import Pending
-from tenure.backends._store import QUEUED, BoundSession, Enqueued, Withdrawal
+from tenure.backends._store import QUEUED, Enqueued, SessionView, Withdrawal
 from tenure.backends._turns import Turns
 from tenure.backends.etcd._hints import Hints
 from tenure.backends.etcd._holds import Holds
@@ -108,9 +108,9 @@ class SingleAcquirer:
     ) -> None:
         self._keys, self._sender, self._record, self._view = keys, sender, record, view
         self._hints, self._turns, self._waiter, self._holds = hints, turns, waiter, holds
-        self._session: BoundSession
+        self._session: SessionView
 
-    def bind(self, session: BoundSession) -> None:
+    def bind(self, session: SessionView) -> None:
         """The session whose acquires these are, and its waiter's (:meth:`EtcdStore.bind`)."""
         self._session = session
         self._waiter.bind(session)

@@ -30,13 +30,12 @@ from tenure._etcd.requests import (
 from tenure._etcd.streams import WatchHub
 from tenure.backends._capability import Capability
 from tenure.backends._prefix import PrefixStream
-from tenure.backends._store import BoundSession
 from tenure.backends.etcd._claims import Claims
 from tenure.backends.etcd._hints import Hints
 from tenure.backends.etcd._keys import encode
 from tenure.backends.etcd._landed import landed, put_id
 from tenure.backends.etcd._node import NodeView
-from tenure.backends.etcd._prefix_watch import EtcdPrefixWatch
+from tenure.backends.etcd._prefix_watch import EtcdPrefixWatch, PrefixWatchHome
 from tenure.backends.etcd._session_keys import SessionKeys
 from tenure.backends.etcd._txns import TxnSender
 from tenure.backends.etcd._types import Armed
@@ -87,9 +86,9 @@ class Admin:
         self._layout, self._node = keys.layout, keys.node
         self._sender, self._conn, self._hub, self._hints = sender, conn, hub, hints
         self._view, self._armed, self._claims = view, armed, claims
-        self._session: BoundSession
+        self._session: PrefixWatchHome
 
-    def bind(self, session: BoundSession) -> None:
+    def bind(self, session: PrefixWatchHome) -> None:
         """The session administered (made after its parts: :meth:`EtcdStore.bind`)."""
         self._session = session
 

@@ -14,14 +14,14 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Final
+from typing import Final, Protocol
 
 from aetcd.rpc import rpc_pb2
 
 from tenure._etcd.client import EtcdClient
 from tenure._etcd.requests import add_compare_create, add_delete, add_put, get_prefix
 from tenure.backends._base import Grant, HeldGrant
-from tenure.backends._store import BoundSession
+from tenure.backends._store import SessionLosses, SessionView
 from tenure.backends.etcd._keys import encode
 from tenure.backends.etcd._queue import QueueEntry, SemState
 from tenure.backends.etcd._record import SessionRecord
@@ -37,6 +37,11 @@ log = logging.getLogger("tenure.etcd")
 READS_PER_TXN: Final = 64
 
 
+class HoldsHome(SessionView, SessionLosses, Protocol):
+    """What :class:`Holds` ask of the session they keep: its end and ledger, and to be
+    told of a grant lost."""
+
+
 class Holds:
     """The holds of one session (module docstring): its keys, its Txns, its record (why
     it is gone, if it is), the channel to etcd (reads of many semaphores at once); and,
@@ -46,9 +51,9 @@ class Holds:
         self, keys: SessionKeys, sender: TxnSender, record: SessionRecord, conn: EtcdClient
     ) -> None:
         self._keys, self._sender, self._record, self._conn = keys, sender, record, conn
-        self._session: BoundSession
+        self._session: HoldsHome
 
-    def bind(self, session: BoundSession) -> None:
+    def bind(self, session: HoldsHome) -> None:
         """The session whose holds these are (made after them: :meth:`EtcdStore.bind`)."""
         self._session = session
 

@@ -25,16 +25,22 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from typing import Protocol
 
 from tenure._etcd.requests import prefix_end
 from tenure._etcd.streams import Watcher, WatchHub
 from tenure.backends._prefix import PrefixFeed, PrefixStream
 from tenure.backends._readback import first_of
-from tenure.backends._store import BoundSession
+from tenure.backends._store import SessionView, SessionWork
 from tenure.backends.etcd._session_keys import SessionKeys
 from tenure.backends.etcd._types import Armed
 
 __all__ = ["EtcdPrefixWatch"]
+
+
+class PrefixWatchHome(SessionView, SessionWork, Protocol):
+    """What a prefix watch asks of its session: whether it lives, and its end (the
+    watch's wait ends with it)."""
 
 
 class EtcdPrefixWatch:
@@ -47,7 +53,7 @@ class EtcdPrefixWatch:
 
     def __init__(
         self,
-        session: BoundSession,
+        session: PrefixWatchHome,
         keys: SessionKeys,
         hub: WatchHub,
         armed: set[Armed],

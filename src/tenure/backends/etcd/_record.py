@@ -21,7 +21,7 @@ import asyncio
 import contextlib
 import hashlib
 import logging
-from typing import Any, Final
+from typing import Any, Final, Protocol
 
 from aetcd.rpc import rpc_pb2
 
@@ -29,7 +29,7 @@ from tenure._core.values import ClientIdentity
 from tenure._etcd.client import EtcdClient
 from tenure._etcd.requests import compare_mod, delete, get, put
 from tenure._etcd.streams import Watcher, WatchHub
-from tenure.backends._store import BoundSession
+from tenure.backends._store import SessionLosses, SessionView, SessionWork
 from tenure.backends._store_listing import killed_message
 from tenure.backends.etcd._keys import Layout, decode, encode
 from tenure.errors import SessionExpiredError, TenureError
@@ -70,6 +70,11 @@ def identity_of(value: dict[str, Any]) -> tuple[str, ClientIdentity, float | Non
         ClientIdentity(text("host"), pid if type(pid) is int and pid >= 0 else 0, text("name")),
         float(at) if isinstance(at, int | float) else None,
     )
+
+
+class RecordHome(SessionView, SessionLosses, SessionWork, Protocol):
+    """What a :class:`SessionRecord` asks of its session: whether it lives, to be told
+    it was lost (or its node dropped), and its re-attach sent until answered."""
 
 
 class SessionRecord:
@@ -114,11 +119,11 @@ class SessionRecord:
         self.window = window
         self.identity = identity
         self.created_at = created_at
-        self.session: BoundSession
+        self.session: RecordHome
         self._watcher: Watcher | None = None
         self._following: asyncio.Task[None] | None = None
 
-    def bind(self, session: BoundSession) -> None:
+    def bind(self, session: RecordHome) -> None:
         """The session this record is of."""
         self.session = session
 

@@ -43,7 +43,7 @@ from tenure._etcd.requests import (
 )
 from tenure.backends._base import Grant
 from tenure.backends._ledger import Pending
-from tenure.backends._store import BoundSession
+from tenure.backends._store import SessionView
 from tenure.backends.etcd._feed import Feeds
 from tenure.backends.etcd._keys import encode, parse_suffix
 from tenure.backends.etcd._queue import QueueEntry, SemState
@@ -78,9 +78,9 @@ class SingleWaiter:
     ) -> None:
         self._keys, self._sender, self._record, self._conn = keys, sender, record, conn
         self._feeds = feeds
-        self._session: BoundSession
+        self._session: SessionView
 
-    def bind(self, session: BoundSession) -> None:
+    def bind(self, session: SessionView) -> None:
         """The session whose acquires these are (made after its parts: :meth:`EtcdStore.bind`)."""
         self._session = session
 

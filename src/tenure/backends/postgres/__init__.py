@@ -70,7 +70,7 @@ from tenure.backends._store_listing import ListingModule, StoreListings
 from tenure.backends._turns import Turns
 from tenure.backends.postgres import _listing
 from tenure.backends.postgres._calls import Caller
-from tenure.backends.postgres._listen import PgListener, channel
+from tenure.backends.postgres._listen import PgListener
 from tenure.backends.postgres._migrate import migrate
 from tenure.backends.postgres._reaper import Reaper
 from tenure.backends.postgres._reclaim import check_pooled, configure_reclaim, refused_for_slots
@@ -163,24 +163,9 @@ class PgBackend(StoreListings, SessionFactory):
         return self._joins.held((node, name))
 
     @property
-    def recheck_interval(self) -> float:
-        """Seconds between re-checks of a waiter without notifications (the option)."""
-        return self.options.recheck_interval
-
-    @property
-    def max_prefix_watches_per_node(self) -> int:
-        """How many prefix watches one node may have armed (the option; sent with each
-        arming, counted in the database)."""
-        return self.options.max_prefix_watches_per_node
-
-    @property
     def capabilities(self) -> frozenset[Capability]:
         """What this database, as configured, lets tenure promise (module docstring)."""
         return self._capabilities
-
-    def listener_channel(self, node: str) -> str:
-        """The notification channel of ``node``."""
-        return channel(self.options.schema, node)
 
     async def node_config(self, name: str) -> NodeConfig:
         """A node's settings, read now."""

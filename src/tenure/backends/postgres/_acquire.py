@@ -48,7 +48,7 @@ from typing import Any, Final, Protocol
 from tenure._core.handlers.handoffs import digest_of
 from tenure.backends._base import Grant, Handoff, HeldGrant
 from tenure.backends._ledger import Pending
-from tenure.backends._store import QUEUED, BoundSession, Enqueued, InQueue, Withdrawal
+from tenure.backends._store import QUEUED, Enqueued, InQueue, SessionWork, Withdrawal
 from tenure.errors import (
     AcquireCancelledError,
     LeaseLostError,
@@ -69,7 +69,7 @@ class PgAcquirerHome(Protocol):
     :class:`~tenure.backends.postgres._store.PgStore`)."""
 
     @property
-    def session(self) -> BoundSession:
+    def session(self) -> SessionWork:
         """The session."""
 
     @property

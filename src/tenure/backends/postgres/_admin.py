@@ -16,14 +16,15 @@ Watches (:mod:`._watch`) are armed here too: refused without notifications, or p
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, Final, Protocol
+from typing import Final, Protocol
 
 from tenure._core.claims import ClaimRecord, parse_claim
 from tenure._core.commands import RateReservation
 from tenure._core.values import NodeConfig, SemaphoreDescription
 from tenure.backends._base import Capability, PrefixWatchStream
 from tenure.backends._prefix import PrefixFeed
-from tenure.backends._store import BoundSession
+from tenure.backends._store import SessionView
+from tenure.backends.postgres._calls import PgSessionCalls
 from tenure.backends.postgres._describe import describe_of
 from tenure.backends.postgres._watch import PgWatch, watch_prefix
 from tenure.errors import LimitExceededError, LostError, UnsupportedError
@@ -39,16 +40,17 @@ NO_NOTIFICATIONS: Final = (
 )
 
 
-class PgAdminHome(Protocol):
+class PgAdminHome(PgSessionCalls, Protocol):
     """What the administration asks of its home, the session's store (a
-    :class:`~tenure.backends.postgres._store.PgStore`)."""
+    :class:`~tenure.backends.postgres._store.PgStore`): its calls of the functions
+    (:class:`~tenure.backends.postgres._calls.PgSessionCalls`), and the rest below."""
 
     @property
     def node(self) -> str:
         """The session's node."""
 
     @property
-    def session(self) -> BoundSession:
+    def session(self) -> SessionView:
         """The session."""
 
     @property
@@ -64,15 +66,6 @@ class PgAdminHome(Protocol):
 
     async def node_config(self) -> NodeConfig:
         """The node's settings, read now."""
-
-    async def call(self, function: str, *args: object, idempotent: bool = True) -> Any:
-        """A function of this session (its fence first)."""
-
-    async def read_now(self, function: str, *args: object) -> Any:
-        """A function that reads, without the session's fence (within its deadline)."""
-
-    async def call_unfenced(self, function: str, *args: object) -> None:
-        """A function with the session's id and secret, bounded by connect_timeout."""
 
     def subscribe(self, payload: str, callback: Callable[[], None]) -> Callable[[], None]:
         """Call ``callback`` on each ``payload`` on the node's channel; the stop function."""

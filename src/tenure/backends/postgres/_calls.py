@@ -20,7 +20,7 @@ from __future__ import annotations
 import asyncio
 import random
 from collections.abc import Sequence
-from typing import Any, Final
+from typing import Any, Final, Protocol
 
 import psycopg
 from psycopg import abc, sql
@@ -43,7 +43,7 @@ from tenure.errors import (
     UnavailableError,
 )
 
-__all__ = ["ERRORS", "Caller", "first_done"]
+__all__ = ["ERRORS", "Caller", "PgSessionCalls", "first_done"]
 
 #: The functions' SQLSTATEs and the errors they are.
 ERRORS: Final[dict[str, type[TenureError]]] = {
@@ -69,6 +69,21 @@ LOCKED_PAUSE: Final = 0.004
 MAX_LOCKED_PAUSE: Final = 0.1
 #: The pause's own generator: the random module's shared one is the application's.
 _JITTER: Final = random.Random()
+
+
+class PgSessionCalls(Protocol):
+    """How a session's parts call the schema's functions (its store, a
+    :class:`~tenure.backends.postgres._store.PgStore`, over a :class:`Caller`): fenced
+    by the session, reading without its fence, or with its id and secret alone."""
+
+    async def call(self, function: str, *args: object, idempotent: bool = True) -> Any:
+        """A function of this session (its fence first)."""
+
+    async def read_now(self, function: str, *args: object) -> Any:
+        """A function that reads, without the session's fence (within its deadline)."""
+
+    async def call_unfenced(self, function: str, *args: object) -> None:
+        """A function with the session's id and secret, bounded by connect_timeout."""
 
 
 class Caller:

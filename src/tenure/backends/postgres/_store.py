@@ -40,8 +40,9 @@ from tenure.backends._store_listing import killed_message
 from tenure.backends.postgres._acquire import PgAcquirer
 from tenure.backends.postgres._admin import PgAdmin
 from tenure.backends.postgres._calls import Caller, first_done
-from tenure.backends.postgres._listen import PgListener
+from tenure.backends.postgres._listen import PgListener, channel
 from tenure.backends.postgres._reaper import Reaper
+from tenure.backends.postgres._url import PgOptions
 from tenure.errors import (
     LeaseLostError,
     LostError,
@@ -79,19 +80,13 @@ class PgHome(Protocol):
         """Whether notifications reach this client."""
 
     @property
-    def max_prefix_watches_per_node(self) -> int:
-        """How many prefix watches one node may have armed (the URL's option)."""
-
-    @property
-    def recheck_interval(self) -> float:
-        """Seconds between re-checks of a waiter without notifications."""
+    def options(self) -> PgOptions:
+        """The client's options (its URL's): the recheck interval, the prefix watches'
+        bound, the schema whose channels its nodes notify on."""
 
     @property
     def sessions(self) -> dict[int, PgStore]:
         """The client's live sessions, by id."""
-
-    def listener_channel(self, node: str) -> str:
-        """The notification channel of ``node``."""
 
     def joining(self, node: str, name: str) -> AbstractAsyncContextManager[None]:
         """Held while an acquire of this client joins ``name``'s queue."""
@@ -127,7 +122,7 @@ class PgStore:
         self.seq = seq
         self.window = window
         self.beat_period: float | None = window / BEATS_PER_WINDOW
-        self.channel = backend.listener_channel(node)
+        self.channel = channel(backend.options.schema, node)
         self._confirmed = confirmed_at
         self._loop = asyncio.get_running_loop()
         self._stops: list[Callable[[], None]] = []
@@ -173,7 +168,7 @@ class PgStore:
     @property
     def max_prefix_watches_per_node(self) -> int:
         """How many prefix watches the node may have armed (the URL's option)."""
-        return self.backend.max_prefix_watches_per_node
+        return self.backend.options.max_prefix_watches_per_node
 
     async def node_config(self) -> NodeConfig:
         """The node's settings, read now."""
@@ -186,7 +181,7 @@ class PgStore:
     @property
     def recheck(self) -> float | None:
         """Seconds between re-checks of a waiter (None: notifications reach this client)."""
-        return None if self.backend.notifications else self.backend.recheck_interval
+        return None if self.backend.notifications else self.backend.options.recheck_interval
 
     def joining(self, name: str) -> contextlib.AbstractAsyncContextManager[None]:
         """Held while a request of this client joins ``name``'s queue (the backend's)."""

@@ -53,7 +53,7 @@ from tenure._core import (
     UpdateSemaphore,
 )
 from tenure._core.claims import ClaimRecord, parse_claim
-from tenure.backends._store import BoundSession
+from tenure.backends._store import SessionLosses, SessionView
 from tenure.backends.redis._codec import (
     decode_count,
     decode_description,
@@ -73,11 +73,16 @@ R = TypeVar("R")
 STATUS: Final = {b"G": AcquireStatus.GRANTED, b"B": AcquireStatus.BUSY, b"Q": AcquireStatus.QUEUED}
 
 
+class OtherSession(SessionView, SessionLosses, Protocol):
+    """Another session of this client, as a forced delete tells it: its waits failed
+    (its ledger), its grants lost."""
+
+
 class OtherStore(Protocol):
     """Another session's store of this client, as a forced delete tells it."""
 
     @property
-    def session(self) -> BoundSession:
+    def session(self) -> OtherSession:
         """Its session."""
 
 

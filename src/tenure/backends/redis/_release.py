@@ -18,7 +18,7 @@ import asyncio
 from functools import partial
 from typing import Any, Protocol
 
-from tenure.backends._store import BoundSession
+from tenure.backends._store import SessionLosses, SessionView
 from tenure.backends.redis._conn import FunctionReply, RedisFunctions
 from tenure.errors import LostError, UnavailableError
 
@@ -32,12 +32,17 @@ class KeyMaker(Protocol):
         """A request key unique across clients (the answers kept for retries)."""
 
 
+class ReleasingSession(SessionView, SessionLosses, Protocol):
+    """The session whose releases these are: whether it lives, and to be told it was
+    lost (a release that finds it gone)."""
+
+
 class KeyedReleasesHome(Protocol):
     """What releases ask of their home, the session's store (a
     :class:`~tenure.backends.redis._store.RedisStore`)."""
 
     @property
-    def session(self) -> BoundSession:
+    def session(self) -> ReleasingSession:
         """The session."""
 
     @property

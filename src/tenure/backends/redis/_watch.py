@@ -25,7 +25,7 @@ from typing import Any, Protocol
 from tenure._core.values import SemaphoreDescription
 from tenure.backends._prefix import PrefixFeed, PrefixStream
 from tenure.backends._readback import ReadbackWatch
-from tenure.backends._store import BoundSession
+from tenure.backends._store import SessionView
 from tenure.backends.redis._codec import decode_description
 from tenure.backends.redis._release import KeyMaker
 from tenure.errors import LostError, TenureError
@@ -43,7 +43,7 @@ class RedisWatchesHome(Protocol):
         so that a retry of one whose answer was lost counts once."""
 
     @property
-    def session(self) -> BoundSession:
+    def session(self) -> SessionView:
         """The session."""
 
     def new_request_id(self) -> int:

@@ -41,6 +41,12 @@ class Waiting:
     #: Of a lock_all: this member's semaphore, and the places of all its members.
     member: str | None = None
     members: tuple[Place, ...] = ()
+    #: Its grant's bound (max_hold, seconds), if any.
+    bound: float | None = None
+    #: Why the oracle ended its grant, if it did before the client took it: the client
+    #: may then hold a lease already lost, or its acquire raise the loss (the grant
+    #: doomed before it was taken: ``HoldLedger.lose``).
+    lost: BaseException | None = None
 
 
 @dataclass
@@ -118,12 +124,16 @@ async def check_waiting(
     if waiting.member is not None and isinstance(got, tenure.HeldLocks):
         got = got.locks[waiting.member]  # (this member's lock of the set)
     if isinstance(waiting.outcome, int):
+        if waiting.lost is not None and same(got, waiting.lost):
+            return  # granted, and lost before the client took it (``Waiting.lost``)
         assert isinstance(got, tenure.Lease), (
             f"{where}: the oracle granted {name!r} to session {track.session.id}, "
             f"the backend ended it with {got!r}"
         )
         assert got.count == waiting.count
-        track.held[place] = HeldLease(got, waiting.outcome, members=waiting.members)
+        track.held[place] = HeldLease(
+            got, waiting.outcome, lost=waiting.lost, members=waiting.members
+        )
         grants.append((waiting.outcome, got.token, step, name))
     else:
         assert same(got, waiting.outcome), (

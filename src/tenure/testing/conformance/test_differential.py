@@ -7,7 +7,11 @@ a short or a long wait, or none; ephemeral or not), lock both semaphores at once
 ALL_OR_NONE), release,
 cancel a waiting acquire, close a session, delete a semaphore (forced or not), and, where the kit
 drives a FakeClock (``memory://``), drop and restore a session's connection and let
-time pass, so that waits time out and sessions expire. Each operation goes to the
+time pass, so that waits time out and sessions expire. Where the backend declares
+them, the abilities' operations too (:mod:`differential_abilities`): acquires bounded
+by ``max_hold`` (MAX_HOLD), holds handed off and adopted (HANDOFF), claims and their
+releases by id (CLAIMS), so that each store's copy of them (the engine's, Redis's Lua,
+PostgreSQL's PL/pgSQL, etcd's Txns) is held to the engine's. Each operation goes to the
 backend through the public client API and to :class:`tenure._core.Engine`, the
 oracle, as the command it stands for, at the same time. After every step they must
 agree on:
@@ -69,7 +73,9 @@ from tenure.backends import Capability
 from tenure.errors import SessionClosedError, TenureError, error_from_code
 from tenure.testing._clock import FakeClock
 
+from .differential_abilities import AbilitySteps
 from .differential_ops import (
+    CLAIM_NAMES,
     HOLDS_PER_SESSION,
     LOCKED_TOGETHER,
     SEMAPHORES,
@@ -77,13 +83,17 @@ from .differential_ops import (
     AcquireOp,
     Advance,
     Cancel,
+    ClaimOp,
     Close,
     Create,
     Delete,
     Disconnect,
+    Draws,
+    HandoffOp,
     LockAllOp,
     Open,
     Reconnect,
+    ReleaseClaimOp,
     ReleaseOp,
     scenarios,
 )
@@ -107,7 +117,7 @@ KEY = b"differential"
 EXAMPLES = int(os.environ.get("TENURE_DIFFERENTIAL_EXAMPLES", "50"))
 
 
-class Differential:
+class Differential(AbilitySteps):
     """Runs one sequence of operations on both sides, checking after each step."""
 
     def __init__(self, harness: Harness, clock: FakeClock | None) -> None:
@@ -125,10 +135,9 @@ class Differential:
         # Locks a client releases on its own (the rest of a lock_all set whose one lock
         # was lost): checks wait for their releases before they compare the stores.
         self.releasing: list[tenure.Lease] = []
-
-    @property
-    def now(self) -> float:
-        return 0.0 if self.clock is None else self.clock.now()
+        self.virtual = 0.0
+        self.short_ends: dict[int, float] = {}
+        self.claim_ids: dict[str, str] = {}
 
     async def connect(self) -> tenure.Client:
         url = self.harness.url(self.node)
@@ -148,7 +157,10 @@ class Differential:
             self.ids[self.observer.id] = self.observer_oid
             for self.step, op in enumerate(ops):
                 await self.apply(op)
-                await self.check(f"after step {self.step}: {op}")
+                if self.short_ends:  # (a short bound granted: waited out, then compared)
+                    await self.outlast(f"after step {self.step}: {op}, its bounds ended")
+                else:
+                    await self.check(f"after step {self.step}: {op}")
         finally:
             for track in self.tracks:
                 for waiting in track.waiting.values():
@@ -159,13 +171,6 @@ class Differential:
             for each in reversed(self.clients):
                 await each.aclose()
             await self.harness.cleanup(self.node)
-
-    def pick(self, who: int, fits: Any = None) -> Track | None:
-        """The ``who``-th session alive, attached and ``fits``, cyclically (None: none is)."""
-        live = [
-            t for t in self.tracks if t.ended is None and t.attached and (fits is None or fits(t))
-        ]
-        return live[who % len(live)] if live else None
 
     # -- applying one operation to both sides ---------------------------------------
 
@@ -244,6 +249,12 @@ class Differential:
             self.engine.apply(AttachSession(track.oid, KEY, track.seq_no), self.now)
             track.attached = True
             await self.harness.reconnect(track.session)
+        elif isinstance(op, HandoffOp):
+            await self.handoff(op)
+        elif isinstance(op, ClaimOp):
+            await self.claim(op)
+        elif isinstance(op, ReleaseClaimOp):
+            await self.release_claim(op)
         elif isinstance(op, Advance):
             assert self.clock is not None
             await self.clock.advance(op.seconds)
@@ -259,11 +270,20 @@ class Differential:
         if track is None:
             return
         timeout, request_id = WAITS[op.wait], next(self.request_ids)
+        bound = self.bound(op.bound)
         hold = track.free_hold(name)
         if hold:
             event("a session's second hold on a semaphore")
         command = Acquire(
-            track.oid, name, op.count, request_id, b"", timeout, op.ephemeral, hold=hold
+            track.oid,
+            name,
+            op.count,
+            request_id,
+            b"",
+            timeout,
+            op.ephemeral,
+            hold=hold,
+            max_hold=bound,
         )
         try:
             result = self.engine.apply(command, self.now)
@@ -273,17 +293,15 @@ class Differential:
             if result.status is AcquireStatus.GRANTED:
                 assert result.token is not None
                 expected = result.token
+                self.granted_bounded(result.token, bound)
             elif result.status is AcquireStatus.BUSY:
                 expected = TimeoutError("busy")
             else:
                 expected = None
-        semaphore = track.session.semaphore(name)
-        waiting = Waiting(
-            spawn(semaphore.acquire(op.count, timeout=timeout, ephemeral=op.ephemeral)),
-            request_id,
-            op.count,
-            expected,
+        asked = track.session.acquire(
+            name, op.count, timeout=timeout, ephemeral=op.ephemeral, max_hold=bound
         )
+        waiting = Waiting(spawn(asked), request_id, op.count, expected, bound=bound)
         track.waiting[name, hold] = waiting
         if expected is None:  # queued: wait until the backend shows it queued too
             sid = track.session.id
@@ -366,16 +384,24 @@ class Differential:
                 for waiting in track.waiting.values():
                     if waiting.request_id == effect.request_id:
                         waiting.outcome = effect.token
+                        self.granted_bounded(effect.token, waiting.bound)
+                        bounded = " (bounded)" if waiting.bound is not None else ""
+                        event(f"a queued acquire granted{bounded}")
             elif isinstance(effect, AcquireFailed):
                 for waiting in track.waiting.values():
                     if waiting.request_id == effect.request_id:
                         waiting.outcome = error_from_code(effect.code, effect.message)
             elif isinstance(effect, LeaseLost):
                 held = track.held.get((effect.name, effect.hold))
+                if "max_hold" in effect.message:
+                    event("a grant ended at its max_hold")
                 if held is not None and held.token == effect.token:
                     held.lost = error_from_code(effect.code, effect.message)
                     if track.ended is None:
                         self.release_the_rest(track, held)
+                granted = track.waiting.get((effect.name, effect.hold))
+                if granted is not None and granted.outcome == effect.token:
+                    granted.lost = error_from_code(effect.code, effect.message)
             elif isinstance(effect, SessionEnded):
                 self.end(track, error_from_code(effect.code, effect.message))
 
@@ -429,7 +455,7 @@ class Differential:
                 assert track.session.lost_reason is None, f"{where}: {track.session!r} lost"
             elif not isinstance(track.ended, SessionClosedError):
                 assert same(track.session.lost_reason, track.ended), where
-        for name in (*SEMAPHORES, LOCKED_TOGETHER[1]):
+        for name in (*SEMAPHORES, LOCKED_TOGETHER[1], CLAIM_NAMES[1]):
             await check_semaphore(
                 self.observer,
                 self.observer_oid,
@@ -455,7 +481,14 @@ class Differential:
 def test_the_backend_agrees_with_the_engine(backend: Harness, data: st.DataObject) -> None:
     """Random operation sequences: the backend and the engine (the oracle) agree at each step."""
     fake_time = backend.can_fake_time and backend.can_disconnect
-    all_or_none = Capability.ALL_OR_NONE in backend.capabilities
-    ops = data.draw(scenarios(fake_time, all_or_none), label="operations")
+    capabilities = backend.capabilities
+    draws = Draws(
+        fake_time=fake_time,
+        all_or_none=Capability.ALL_OR_NONE in capabilities,
+        max_hold=Capability.MAX_HOLD in capabilities,
+        handoff=Capability.HANDOFF in capabilities,
+        claims=Capability.CLAIMS in capabilities,
+    )
+    ops = data.draw(scenarios(draws), label="operations")
     clock = backend.new_clock() if fake_time else None
     asyncio.run(Differential(backend, clock).run(ops))
