@@ -6,9 +6,12 @@ its session would lose it). A worker process (this script again, with ``--worker
 takes a permit and saves its session's ticket to a file; a steady worker here takes
 the other; two more queue (FIFO, woken by a push from Redis, not by polling). A
 watcher follows the owners, and never sees more than 2. Then the worker process
-is killed with SIGKILL and started again: it resumes its session by ticket
-(``client.session(node, resume=...)``) and holds the very same permit, with the
-same fencing token, still renewed; the queued workers did not get it meanwhile.
+is killed with SIGKILL; its replacement (started beforehand, connected, as a
+supervisor's spare is) resumes its session by ticket (``client.session(node,
+resume=...)``) and holds the very same permit, with the same fencing token,
+renewed at once and on; the queued workers did not get it meanwhile. A restart
+must take less than the lease TTL, less the time since the dead worker's last
+renewal (a third of a TTL at most): choose the TTL for the restarts you have.
 The others then finish in turn, in the order they queued.
 
 Run it against your Redis 7 (tenure with its redis extra: ``pip install 'tenure[redis]'``)::
@@ -33,7 +36,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import tenure
@@ -41,7 +44,7 @@ import tenure
 NODE = "worker-pool-demo"
 SLOTS = "slots"
 PERMITS = 2
-LEASE = 3.0  # seconds a permit lasts unless renewed (tenure renews it while held)
+LEASE = 5.0  # seconds a permit lasts unless renewed (tenure renews it while held)
 RECOVERY_WINDOW = 10.0  # seconds a session outlives its process
 WAIT = 20.0  # the longest any one step may take, in seconds
 
@@ -49,13 +52,19 @@ WAIT = 20.0  # the longest any one step may take, in seconds
 # -- the worker process ----------------------------------------------------------------
 
 
-async def worker(ticket_file: Path) -> None:
-    """Take a permit (or, restarted, take it back by ticket), work until told, release."""
+async def worker(ticket_file: Path, *, spare: bool) -> None:
+    """Take a permit (or, restarted, take it back by ticket), work until told, release.
+
+    ``spare``: connect, say so, and wait for a line before looking for a ticket.
+    """
     loop = asyncio.get_running_loop()
     stdin = asyncio.StreamReader()
     pipe, _ = await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(stdin), sys.stdin)
-    ticket = await asyncio.to_thread(read_ticket, ticket_file)
     async with tenure.connect(os.environ["TENURE_URL"]) as client:
+        if spare:
+            print("crashy: a spare, connected", flush=True)
+            await stdin.readline()
+        ticket = await asyncio.to_thread(read_ticket, ticket_file)
         if ticket is not None:
             session = await client.session(NODE, resume=ticket)
             [permit] = session.leases(SLOTS)
@@ -90,11 +99,14 @@ def save_ticket(ticket_file: Path, ticket: str) -> None:
 # -- the demo --------------------------------------------------------------------------
 
 
-async def start_worker(url: str, ticket_file: Path) -> asyncio.subprocess.Process:
-    """This script again, as the worker process."""
+async def start_worker(
+    url: str, ticket_file: Path, *, spare: bool = False
+) -> asyncio.subprocess.Process:
+    """This script again, as the worker process (``spare``: waiting to be told to start)."""
     warnings = [f"-W{option}" for option in sys.warnoptions]
+    role = "--spare" if spare else "--worker"
     return await asyncio.create_subprocess_exec(
-        *[sys.executable, *warnings, __file__, "--worker", str(ticket_file)],
+        *[sys.executable, *warnings, __file__, role, str(ticket_file)],
         stdin=asyncio.subprocess.PIPE,
         stdout=asyncio.subprocess.PIPE,
         env={**os.environ, "TENURE_URL": url},
@@ -120,6 +132,11 @@ async def pool_worker(client: tenure.Client, name: str, hold_for: asyncio.Event)
         print(f"{name}: released", flush=True)
 
 
+def in_line(count: int) -> Callable[[tenure.SemaphoreDescription], bool]:
+    """Whether ``count`` workers hold a permit or wait for one."""
+    return lambda seen: len(seen.owners) + len(seen.waiters) == count
+
+
 async def state(session: tenure.Session) -> str:
     found = await session.semaphore(SLOTS).describe(owners=True, waiters=True)
     held = ", ".join(sorted(o.data.decode() for o in found.owners))
@@ -138,11 +155,23 @@ async def demo(url: str, ticket_file: Path) -> None:
         observer = await admin.session(NODE, description="observer")
         await observer.semaphore(SLOTS).create(limit=PERMITS)
         most = 0
+        latest: tenure.SemaphoreDescription | None = None
+        changed = asyncio.Condition()
 
-        async def follow() -> None:  # pushed changes of the owners, never polled
-            nonlocal most
-            async for seen in observer.semaphore(SLOTS).watch(owners=True):
+        async def follow() -> None:  # pushed changes of the queue, never polled
+            nonlocal most, latest
+            async for seen in observer.semaphore(SLOTS).watch(owners=True, waiters=True):
                 most = max(most, len(seen.owners))
+                async with changed:
+                    latest = seen
+                    changed.notify_all()
+
+        async def until(seen: Callable[[tenure.SemaphoreDescription], bool]) -> None:
+            def ready() -> bool:
+                return latest is not None and seen(latest)
+
+            async with changed:
+                await asyncio.wait_for(changed.wait_for(ready), WAIT)
 
         following = asyncio.create_task(follow())
         first = await start_worker(url, ticket_file)
@@ -151,13 +180,16 @@ async def demo(url: str, ticket_file: Path) -> None:
         tasks = {}
         for i, name in enumerate(done):
             tasks[name] = asyncio.create_task(pool_worker(clients[1 + i], name, done[name]))
-            await asyncio.sleep(0.2)  # they queue in this order
+            await until(in_line(2 + i))  # they queue in this order: each before the next asks
         print(f"main: {await state(observer)}", flush=True)
 
+        second = await start_worker(url, ticket_file, spare=True)
+        await line(second)  # connected: the restart needs no more than a resume
         print("main: SIGKILL crashy", flush=True)
         first.send_signal(signal.SIGKILL)
         print(f"main: crashy exited with {await first.wait()}; {await state(observer)}")
-        second = await start_worker(url, ticket_file)
+        assert second.stdin is not None
+        second.stdin.write(b"go\n")
         await line(second)
         started = time.monotonic()
         await asyncio.sleep(LEASE + 0.5)  # past the lease: the resumed permit is renewed
@@ -165,11 +197,10 @@ async def demo(url: str, ticket_file: Path) -> None:
 
         done["steady"].set()  # steady leaves: w1, first in line, gets its permit
         await asyncio.wait_for(tasks["steady"], WAIT)
-        assert second.stdin is not None
         second.stdin.write(b"done\n")  # crashy finishes: w2 gets its permit
         await line(second)
         print(f"main: crashy exited with {await second.wait()}", flush=True)
-        await asyncio.sleep(0.3)
+        await until(lambda seen: {o.data for o in seen.owners} == {b"w1", b"w2"})
         print(f"main: {await state(observer)}", flush=True)
         for name in ("w1", "w2"):
             done[name].set()
@@ -210,8 +241,8 @@ def throwaway_redis() -> Iterator[str]:
 
 
 async def main() -> None:
-    if sys.argv[1:2] == ["--worker"]:
-        await worker(Path(sys.argv[2]))
+    if sys.argv[1:2] in (["--worker"], ["--spare"]):
+        await worker(Path(sys.argv[2]), spare=sys.argv[1] == "--spare")
         return
     url = os.environ.get("TENURE_URL")
     with tempfile.TemporaryDirectory(prefix="worker-pool-") as scratch:

@@ -161,7 +161,9 @@ class Lease(Guarded):
     block that is cancelled if the lease is lost, raising the loss error.
     """
 
-    def __init__(self, session: LeaseKeeper, name: str, grant: Grant, data: bytes) -> None:
+    def __init__(
+        self, session: LeaseKeeper, name: str, grant: Grant, data: bytes, *, resumed: bool = False
+    ) -> None:
         #: The session that holds it (a :class:`~tenure.client.Session`).
         self.session = session
         self.name = name
@@ -176,7 +178,10 @@ class Lease(Guarded):
         self._renewer: asyncio.Task[None] | None = None
         self._releasing: asyncio.Future[bool] | None = None  # the release's answer, once released
         if grant.lease_ttl is not None:
-            self._renewer = asyncio.create_task(self._keep_renewed(grant.lease_ttl))
+            # A resumed hold was last renewed by the process that died, up to a whole
+            # TTL ago: renewed at once, not a third of a TTL from now.
+            first = 0.0 if resumed else grant.lease_ttl / 3
+            self._renewer = asyncio.create_task(self._keep_renewed(grant.lease_ttl, first))
 
     def __repr__(self) -> str:
         state = "held" if not self._signal.ended else f"ended({self._signal.reason!r})"
@@ -347,14 +352,17 @@ class Lease(Guarded):
             self._renewer = None
         self._signal.end(reason)
 
-    async def _keep_renewed(self, ttl: float) -> None:
-        """Renew a lease that has a TTL, three times per TTL, until it ends."""
+    async def _keep_renewed(self, ttl: float, first: float) -> None:
+        """Renew a lease that has a TTL, ``first`` seconds from now, then three times
+        per TTL, until it ends."""
+        pause = first
         while True:
-            await asyncio.sleep(ttl / 3)
+            await asyncio.sleep(pause)
             try:
                 ttl = await lease_renewal(self.session._backend_session()).renew(
                     self.name, self._grant
                 )
+                pause = ttl / 3
             except TenureError as error:
                 self._renewer = None
                 self._lose(

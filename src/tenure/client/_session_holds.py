@@ -319,7 +319,9 @@ class SessionHolds:
         """A resumed session's holds become its leases (see :meth:`leases`)."""
         for held in holds:
             if held.grant.token not in self._leases:
-                self._leases[held.grant.token] = Lease(self, held.name, held.grant, held.data)
+                self._leases[held.grant.token] = Lease(
+                    self, held.name, held.grant, held.data, resumed=True
+                )
 
     async def _handoff(self, lease: Lease) -> str:
         """Offer ``lease``'s hold for adoption (see :meth:`Lease.handoff`)."""

@@ -64,16 +64,20 @@ _ACTS: Final = {ReadBackup: ("take a backup", "backup"), ReloadFiles: ("reload",
 def backup_source(server: Server, version: str) -> BackupSource:
     """What a backup of ``server`` is taken of: its engine, or its cluster's state in
     etcd (a leader's: read by a process of its own)."""
-    # (Imported here: the cluster's package imports this module, for its members.)
+    config = server.config
+    engine, max_nodes = server.host.engine, config.max_nodes
+    if not server.role.name or config.cluster is None:
+        return BackupSource(engine, server.instance_id, version, max_nodes=max_nodes)
+    # (Imported here, and only for a cluster: it needs the etcd extra, which a lone
+    # server's install lacks; and the cluster's package imports this module.)
     from tenure.server._cluster.state_process import spawn
 
-    config = server.config
     return BackupSource(
-        server.host.engine,
+        engine,
         server.instance_id,
         version,
-        cluster=config.cluster if server.role.name else None,
-        max_nodes=config.max_nodes,
+        cluster=config.cluster,
+        max_nodes=max_nodes,
         spawn=spawn,
     )
 

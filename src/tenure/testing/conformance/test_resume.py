@@ -366,6 +366,28 @@ async def test_a_resumed_lease_with_a_ttl_is_renewed_by_its_new_owner(
     assert await owners(new, "job") == [new.id]
 
 
+@pytest.mark.requires(tenure.Capability.LEASE_TTL)
+async def test_a_resumed_lease_is_renewed_at_once(
+    client: tenure.Client, client2: tenure.Client, node: str, clock: FakeClock, network: Network
+) -> None:
+    # Its last renewal was the dead process's, up to a whole TTL before the resume: a
+    # first renewal a third of a TTL later could come after the hold's end.
+    await client.alter_node(node, default_lease=3.0)
+    old = await client.session(node, recovery_window=30.0)
+    lock = await old.mutex("job").lock()
+    ticket = old.ticket()
+    await network.disconnect(old)  # its process is gone: it renews no more
+    await clock.advance(2.5)  # most of the TTL since its last renewal
+    new = await client2.session(node, resume=ticket)
+
+    await clock.advance(2.0)  # past the old owner's deadline, not past one from the resume
+
+    [resumed] = new.leases()
+    assert resumed.held, resumed
+    assert resumed.token == lock.token
+    assert await owners(new, "job") == [new.id]
+
+
 async def test_an_old_owner_that_missed_the_news_cannot_close_the_session(
     client: tenure.Client, client2: tenure.Client, node: str, network: Network
 ) -> None:
