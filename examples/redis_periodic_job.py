@@ -37,8 +37,8 @@ from tenure.errors import LostError
 NODE = "periodic-job-demo"
 LOCK = "periodic-job"
 PERIOD = 0.3  # seconds between two tries of each instance
-LEASE = 1.0  # seconds the lock lasts unless renewed (tenure renews it while held)
-JOB_STEPS = 5  # steps of one job run, each PERIOD long (1.5 s: longer than the lease)
+LEASE = 3.0  # seconds the lock lasts unless renewed (tenure renews it while held)
+JOB_STEPS = 12  # steps of one job run, each PERIOD long (3.6 s: longer than the lease)
 
 
 async def instance(client: tenure.Client, name: str, periods: int, done: asyncio.Event) -> None:
@@ -70,6 +70,14 @@ async def instance(client: tenure.Client, name: str, periods: int, done: asyncio
             return
 
 
+async def held(client: tenure.Client) -> None:
+    """Until an instance holds the lock (told by a push: a watch, not a poll)."""
+    async with client.session(NODE, description="inspector") as session:
+        async for seen in session.semaphore(LOCK).watch(owners=True):
+            if seen.owners:
+                return
+
+
 async def inspect(client: tenure.Client) -> None:
     """Who holds the lock, since when, with which token (anyone may ask)."""
     async with client.session(NODE, description="inspector") as session:
@@ -95,7 +103,7 @@ async def run(url: str) -> None:
         for i, name in enumerate(names):
             tasks.append(asyncio.create_task(instance(clients[i], name, 30, done)))
             await asyncio.sleep(0.05)  # instance-a tries first
-        await asyncio.sleep(PERIOD * 1.5)
+        await held(clients[3])
         await inspect(clients[3])
         async with admin.session(NODE, description="operator") as operator:
             await operator.semaphore(LOCK).delete(force=True)
