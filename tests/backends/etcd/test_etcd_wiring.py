@@ -23,6 +23,11 @@ CALLBACKS = {
     "EtcdHome": "the store tells the client that made it that it ended",
     "NodeMember": "a node's view tells this client's sessions of the node's news",
     "Armed": "the session's end fails each of its armed watches",
+    # (The session each part is bound to, typed with the parts of the store's
+    # BoundSession it calls back: SessionView, SessionLosses, SessionWork.)
+    "HoldsHome": "the holds tell their session of a grant lost, and read its end",
+    "RecordHome": "the record tells its session it was lost, and has its re-attach sent",
+    "PrefixWatchHome": "a prefix watch ends with its session, and waits by its work",
 }
 
 
