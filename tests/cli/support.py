@@ -20,6 +20,16 @@ from pathlib import Path
 TENURE = Path(sys.executable).with_name("tenure")
 #: Upper bound of one command's run in these tests, in seconds.
 RUN_TIMEOUT = 30.0
+#: How a command's child program here ends its run: it waits to be stopped (SIGTERM,
+#: passed on by its ``tenure``, or :func:`stop`), and ends by itself only once its
+#: ``tenure`` is gone (killed: the child is another's then) or after 600 s, a bound
+#: against a leak, not a measure: a child that ended by itself after 20 s let its
+#: lock go while a test on a loaded machine still looked at it.
+UNTIL_STOPPED = (
+    "import os as _os, time as _time\n"
+    "_parent, _deadline = _os.getppid(), _time.monotonic() + 600\n"
+    "while _os.getppid() == _parent and _time.monotonic() < _deadline: _time.sleep(0.05)\n"
+)
 
 
 def python(script: str, *args: str) -> list[str]:
@@ -189,6 +199,7 @@ def stop(proc: subprocess.Popen[str]) -> None:
 
 __all__: Sequence[str] = [
     "TENURE",
+    "UNTIL_STOPPED",
     "OnTerminal",
     "tenure_env",
     "finish",

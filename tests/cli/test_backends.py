@@ -14,15 +14,21 @@ import uuid
 
 import pytest
 
-from tests.cli.support import finish, one_error_line, run_tenure, start_tenure, stop, wait_for_line
+from tests.cli.support import (
+    UNTIL_STOPPED,
+    finish,
+    one_error_line,
+    run_tenure,
+    start_tenure,
+    stop,
+    wait_for_line,
+)
 
 #: A holder's child: prints its token, then waits to be stopped.
 HOLDING = (
     "import os, signal, sys, time\n"
     "signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))\n"
-    "print('child runs with token', os.environ['TENURE_TOKEN'], flush=True)\n"
-    "deadline = time.monotonic() + 20\n"
-    "while time.monotonic() < deadline: time.sleep(0.05)\n"
+    "print('child runs with token', os.environ['TENURE_TOKEN'], flush=True)\n" + UNTIL_STOPPED
 )
 
 

@@ -9,6 +9,7 @@ import socket
 import pytest
 
 from tests.cli.support import (
+    UNTIL_STOPPED,
     finish,
     one_error_line,
     python,
@@ -25,14 +26,12 @@ SHOW = (
     "import json, os; print(json.dumps({k: v for k, v in os.environ.items()"
     " if k.startswith('TENURE_')}), flush=True); raise SystemExit(7)"
 )
-#: A child that says it runs, then waits (at most 20 s) to be told to stop.
+#: A child that says it runs, then waits to be told to stop.
 WAITING = (
     "import signal, sys, time\n"
     "signal.signal(signal.SIGTERM, lambda *_: (print('child got SIGTERM', flush=True),"
     " sys.exit(3)))\n"
-    "print('child runs', flush=True)\n"
-    "deadline = time.monotonic() + 20\n"
-    "while time.monotonic() < deadline: time.sleep(0.05)\n"
+    "print('child runs', flush=True)\n" + UNTIL_STOPPED
 )
 
 

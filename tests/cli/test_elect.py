@@ -6,7 +6,15 @@ import json
 import signal
 import sys
 
-from tests.cli.support import finish, one_error_line, run_tenure, start_tenure, stop, wait_for_line
+from tests.cli.support import (
+    UNTIL_STOPPED,
+    finish,
+    one_error_line,
+    run_tenure,
+    start_tenure,
+    stop,
+    wait_for_line,
+)
 from tests.server.wire import ServerProcess
 
 #: A leader's child: says it leads (with its token), then waits to be stopped.
@@ -15,9 +23,7 @@ LEADING = (
     "signal.signal(signal.SIGTERM, lambda *_: (print('leader got SIGTERM', flush=True),"
     " sys.exit(0)))\n"
     "print('leading with token', os.environ['TENURE_TOKEN'], os.environ['TENURE_LOCK'],"
-    " flush=True)\n"
-    "deadline = time.monotonic() + 20\n"
-    "while time.monotonic() < deadline: time.sleep(0.05)\n"
+    " flush=True)\n" + UNTIL_STOPPED
 )
 
 

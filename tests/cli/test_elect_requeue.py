@@ -12,7 +12,15 @@ import subprocess
 import time
 from pathlib import Path
 
-from tests.cli.support import finish, one_error_line, python, run_tenure, start_tenure, stop
+from tests.cli.support import (
+    UNTIL_STOPPED,
+    finish,
+    one_error_line,
+    python,
+    run_tenure,
+    start_tenure,
+    stop,
+)
 
 #: A leader's command: says it leads (token, session), then waits for SIGTERM, and
 #: exits 7 on it (so that tenure's exit status shows it is CMD's).
@@ -21,9 +29,7 @@ LEADING = (
     "signal.signal(signal.SIGTERM, lambda *_: (print('leader got SIGTERM', flush=True),"
     " sys.exit(7)))\n"
     "print('leading with token', os.environ['TENURE_TOKEN'], os.environ['TENURE_SESSION_ID'],"
-    " flush=True)\n"
-    "deadline = time.monotonic() + 20\n"
-    "while time.monotonic() < deadline: time.sleep(0.05)\n"
+    " flush=True)\n" + UNTIL_STOPPED
 )
 
 #: Exits at once on its first run (counted in the file argv[1]); waits on the next.
@@ -33,9 +39,7 @@ FIRST_EXITS = (
     " runs.close()\n"
     "signal.signal(signal.SIGTERM, lambda *_: sys.exit(7))\n"
     "print('run with token', os.environ['TENURE_TOKEN'], flush=True)\n"
-    "if first: sys.exit(0)\n"
-    "deadline = time.monotonic() + 20\n"
-    "while time.monotonic() < deadline: time.sleep(0.05)\n"
+    "if first: sys.exit(0)\n" + UNTIL_STOPPED
 )
 
 #: Writes "start TOKEN SESSION" and "end TOKEN SESSION" around a short run to argv[1].

@@ -15,7 +15,15 @@ import tenure
 from tenure import MutexDescription
 from tenure.cli._common import PERMISSION_WORDS, permission_words
 from tenure.server._net.auth import READ_WRITE_COMMANDS
-from tests.cli.support import finish, one_error_line, run_tenure, start_tenure, stop, wait_for_line
+from tests.cli.support import (
+    UNTIL_STOPPED,
+    finish,
+    one_error_line,
+    run_tenure,
+    start_tenure,
+    stop,
+    wait_for_line,
+)
 from tests.server.wire import ServerProcess
 
 #: A holder's child: says it runs, then waits to be stopped.
@@ -23,9 +31,7 @@ HOLDING = (
     "import signal, sys, time\n"
     "signal.signal(signal.SIGTERM, lambda *_: (print('child got SIGTERM', flush=True),"
     " sys.exit(0)))\n"
-    "print('child runs', flush=True)\n"
-    "deadline = time.monotonic() + 20\n"
-    "while time.monotonic() < deadline: time.sleep(0.05)\n"
+    "print('child runs', flush=True)\n" + UNTIL_STOPPED
 )
 
 

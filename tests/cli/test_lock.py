@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from tests.cli.support import (
+    UNTIL_STOPPED,
     OnTerminal,
     finish,
     one_error_line,
@@ -28,9 +29,7 @@ WAITING_CHILD = (
     "import os, signal, sys, time\n"
     "signal.signal(signal.SIGTERM, lambda *_: (print('child got SIGTERM', flush=True),"
     " sys.exit(3)))\n"
-    "print('child runs with token', os.environ['TENURE_TOKEN'], flush=True)\n"
-    "deadline = time.monotonic() + 20\n"
-    "while time.monotonic() < deadline: time.sleep(0.05)\n"
+    "print('child runs with token', os.environ['TENURE_TOKEN'], flush=True)\n" + UNTIL_STOPPED
 )
 
 
@@ -114,9 +113,7 @@ COUNTING_CHILD = (
     " print('SIGINT', len(got), flush=True)))\n"
     "signal.signal(signal.SIGTERM, lambda *_: (print('SIGINTs:', len(got), flush=True),"
     " sys.exit(0)))\n"
-    "print('child runs', flush=True)\n"
-    "deadline = time.monotonic() + 20\n"
-    "while time.monotonic() < deadline: time.sleep(0.05)\n"
+    "print('child runs', flush=True)\n" + UNTIL_STOPPED
 )
 
 

@@ -8,6 +8,7 @@ import json
 import pytest
 
 from tests.cli.support import (
+    UNTIL_STOPPED,
     finish,
     one_error_line,
     python,
@@ -18,14 +19,12 @@ from tests.cli.support import (
 
 pytestmark = pytest.mark.timeout(60)
 
-#: A child that says it runs (with its token), then waits (at most 20 s) to be told to stop.
+#: A child that says it runs (with its token), then waits to be told to stop.
 WAITING = (
     "import os, signal, sys, time\n"
     "signal.signal(signal.SIGTERM, lambda *_: (print('child got SIGTERM', flush=True),"
     " sys.exit(3)))\n"
-    "print('child runs with token', os.environ['TENURE_TOKEN'], flush=True)\n"
-    "deadline = time.monotonic() + 20\n"
-    "while time.monotonic() < deadline: time.sleep(0.05)\n"
+    "print('child runs with token', os.environ['TENURE_TOKEN'], flush=True)\n" + UNTIL_STOPPED
 )
 #: A child that prints its fencing token.
 SHOW_TOKEN = "import os; print(os.environ['TENURE_TOKEN'])"
