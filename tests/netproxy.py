@@ -85,6 +85,8 @@ class NetProxy:
         self.port = 0
         #: Connections accepted since start, refused ones included.
         self.total_connections = 0
+        #: Bytes upstream sent that :meth:`lose_downstream` threw away, since start.
+        self.lost_downstream_bytes = 0
         self._links: set[_Link] = set()  # open, not dropped
         self._tasks: set[asyncio.Task[None]] = set()
         self._writers: set[asyncio.StreamWriter] = set()  # every socket not known closed
@@ -235,6 +237,7 @@ class NetProxy:
                         sink.write_eof()
                     return
                 if self._losing_downstream and sink is link.writer:
+                    self.lost_downstream_bytes += len(data)
                     continue  # lost in flight
                 sink.write(data)
                 await sink.drain()

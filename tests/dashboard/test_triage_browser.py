@@ -205,6 +205,30 @@ def test_the_busiest_nodes_come_first_and_the_idle_ones_are_folded(
             holder.close()
 
 
+def test_a_redraw_right_after_the_click_keeps_the_idle_nodes_unfolded(
+    served: Served, page: Page
+) -> None:
+    # A click unfolds the line at once; its toggle event comes a task later. A view
+    # pushed in between redrew it folded (a loaded machine's run: the unfolded
+    # section stayed hidden). Here the redraw comes in the click's own task.
+    with tenure.sync.connect(served.url) as client:
+        for node in NODES:
+            client.create_node(node)
+        page.goto(served.page_url)
+        page.wait_for_selector("#idle-nodes")
+        redrawn = page.evaluate(
+            """async () => {
+              const message = await (await fetch("/dashboard/api/board")).json();
+              document.querySelector("#idle-nodes > summary").click();
+              shownBoard = null;  // (the same board: drawn again all the same)
+              render(message);
+              return document.getElementById("idle-nodes").open;
+            }"""
+        )
+        assert redrawn is True
+        page.locator('#idle-nodes section.node[data-node="node-01"]').wait_for(state="visible")
+
+
 def test_a_killed_holder_is_marked_disconnected_with_its_window_left(
     served: Served, page: Page
 ) -> None:

@@ -7,7 +7,7 @@ import asyncio
 import contextlib
 import dataclasses
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import psycopg
@@ -49,6 +49,18 @@ async def _queued(
     await asyncio.sleep(settle)
     assert not waiter.done()
     return waiter
+
+
+async def _lost_after_applied(proxy: NetProxy, applied: Callable[[], Awaitable[bool]]) -> None:
+    """Until the database has applied a request (``applied``, asked on another
+    connection) and the proxy has thrown away what it answered: a wait for the state,
+    bounded against a hang (a fixed 0.5 s was too short on a loaded machine: the request
+    not yet sent, the client knew it safe to send again)."""
+    before = proxy.lost_downstream_bytes
+    deadline = asyncio.get_running_loop().time() + 30.0
+    while not (await applied() and proxy.lost_downstream_bytes > before):
+        assert asyncio.get_running_loop().time() < deadline, "the request was never applied"
+        await asyncio.sleep(0.02)
 
 
 async def test_a_kill_9_mid_hold_loses_nothing_and_the_session_carries_on(
@@ -96,13 +108,24 @@ async def test_an_acquire_whose_answer_was_lost_is_applied_once(
     ):
         await client.create_node("n")
         session = await client.session("n", recovery_window=10.0)
+        look = await observer.session("n")
+
+        async def held() -> bool:
+            with contextlib.suppress(NotFoundError):
+                return bool((await look.semaphore("m").describe(owners=True)).owners)
+            return False
+
+        async def created() -> bool:
+            with contextlib.suppress(NotFoundError):
+                return (await look.semaphore("s").describe()).exists
+            return False
+
         proxy.lose_downstream()
         acquiring = asyncio.ensure_future(session.mutex("m").lock(data=b"once"))
-        await asyncio.sleep(0.5)  # applied by the database, its answer thrown away
+        await _lost_after_applied(proxy, held)  # applied, its answer thrown away
         proxy.lose_downstream(False)
         proxy.drop()
         lock = await asyncio.wait_for(acquiring, 10)
-        look = await observer.session("n")
         found = await look.semaphore("m").describe(owners=True)
         assert [(o.session_id, o.data, o.token) for o in found.owners] == [
             (session.id, b"once", lock.token)
@@ -114,7 +137,7 @@ async def test_an_acquire_whose_answer_was_lost_is_applied_once(
         # A create whose answer was lost is not sent again: it says so.
         proxy.lose_downstream()
         creating = asyncio.ensure_future(session.semaphore("s").create(limit=1))
-        await asyncio.sleep(0.5)
+        await _lost_after_applied(proxy, created)
         proxy.lose_downstream(False)
         proxy.drop()
         with pytest.raises(UnavailableError, match="may or may not have been applied"):

@@ -209,6 +209,10 @@ function idleNodes(nodes) {
   const summary = el("summary", {}, el("b", {}, many(nodes.length, "idle node")), " ",
     el("span", { class: "idle-names" }, ...list));
   const details = el("details", { id: "idle-nodes", class: "idle" }, summary, ...nodes.map(nodeSection));
+  // The line drawn now says whether it is unfolded: a click unfolds it at once, but
+  // its toggle event comes a task later, after a redraw that may come first.
+  const shown = document.getElementById("idle-nodes");
+  if (shown) idleOpen = shown.open;
   details.open = idleOpen;
   details.addEventListener("toggle", () => { idleOpen = details.open; });
   return details;
