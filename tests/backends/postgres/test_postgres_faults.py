@@ -197,10 +197,13 @@ async def test_an_update_whose_answer_was_lost_is_not_applied_again_after_anothe
         session = await client.session("n", recovery_window=10.0)
         other = await other_client.session("n")
         await other.semaphore("r").create(limit=1, data=b"0")
+
+        async def mine() -> bool:
+            return (await other.semaphore("r").describe()).data == b"mine"
+
         proxy.lose_downstream()
         updating = asyncio.ensure_future(session.semaphore("r").update(b"mine"))
-        await asyncio.sleep(0.5)  # applied by the database, its answer thrown away
-        assert (await other.semaphore("r").describe()).data == b"mine"
+        await _lost_after_applied(proxy, mine)  # applied, its answer thrown away
         await other.semaphore("r").update(b"theirs")
         proxy.lose_downstream(False)
         proxy.drop()
