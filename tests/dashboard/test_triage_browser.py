@@ -151,15 +151,20 @@ def node_order(page: Page) -> list[str]:
     return found
 
 
+def idle_scene(client: tenure.sync.Client, served: Served, page: Page) -> None:
+    """The scene's nodes made (every one idle), and the page loaded with their line."""
+    for node in NODES:
+        client.create_node(node)
+    page.goto(served.page_url)
+    page.wait_for_selector("#idle-nodes")
+
+
 def test_the_busiest_nodes_come_first_and_the_idle_ones_are_folded(
     served: Served, page: Page
 ) -> None:
     with tenure.sync.connect(served.url) as client:
-        for node in NODES:
-            client.create_node(node)
-        page.goto(served.page_url)
+        idle_scene(client, served, page)
         # No node is busy: all are folded into one line, in name order.
-        page.wait_for_selector("#idle-nodes")
         assert node_order(page) == []
         names = page.locator("#idle-nodes .idle-name").all_text_contents()
         assert names == NODES
@@ -212,10 +217,7 @@ def test_a_redraw_right_after_the_click_keeps_the_idle_nodes_unfolded(
     # pushed in between redrew it folded (a loaded machine's run: the unfolded
     # section stayed hidden). Here the redraw comes in the click's own task.
     with tenure.sync.connect(served.url) as client:
-        for node in NODES:
-            client.create_node(node)
-        page.goto(served.page_url)
-        page.wait_for_selector("#idle-nodes")
+        idle_scene(client, served, page)
         redrawn = page.evaluate(
             """async () => {
               const message = await (await fetch("/dashboard/api/board")).json();
