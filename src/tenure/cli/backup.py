@@ -249,11 +249,21 @@ def verify(file: Path, as_json: bool) -> int:
     help="or a new cluster: etcd://HOST:PORT[,...]/NAME (a name not in use)",
 )
 @click.option("--force", is_flag=True, help="replace what DIR holds")
-def restore(file: Path, data_dir: Path | None, cluster: str | None, force: bool) -> int:
+@click.option(
+    "--token-floor",
+    type=click.IntRange(min=1),
+    default=None,
+    metavar="N",
+    help="start the tokens above N too, not only above this machine's clock in nanoseconds "
+    "(docs/fencing.md, 'Across a restore')",
+)
+def restore(
+    file: Path, data_dir: Path | None, cluster: str | None, force: bool, token_floor: int | None
+) -> int:
     """Make DIR (or a new cluster) hold FILE's state; every token greater than the old."""
     from tenure.server._durability.backup import BadBackupError, read_backup
     from tenure.server._durability.dirlock import DataDirLockedError
-    from tenure.server._durability.restore import NotEmptyError
+    from tenure.server._durability.restore import BadTokenFloorError, NotEmptyError
     from tenure.server._durability.restore import restore as restore_into
 
     if (data_dir is None) == (cluster is None):
@@ -261,11 +271,13 @@ def restore(file: Path, data_dir: Path | None, cluster: str | None, force: bool)
     try:
         backup = read_backup(file)
         if cluster is not None:
-            return _restore_cluster(file, backup, cluster)
+            return _restore_cluster(file, backup, cluster, token_floor or 0)
         assert data_dir is not None
-        done = restore_into(backup, data_dir, force=force)
+        done = restore_into(backup, data_dir, force=force, token_floor_at_least=token_floor or 0)
     except BadBackupError as error:
         raise CommandFailedError(str(error), Status.FAILED) from None
+    except BadTokenFloorError as error:
+        raise CommandFailedError(str(error), Status.USAGE) from None
     except NotEmptyError as error:
         raise CommandFailedError(str(error), Status.USAGE) from None
     except DataDirLockedError:
@@ -284,7 +296,7 @@ def _restored(done: Restored) -> str:
     )
 
 
-def _restore_cluster(file: Path, backup: Backup, url: str) -> int:
+def _restore_cluster(file: Path, backup: Backup, url: str, token_floor: int) -> int:
     from tenure.server._durability.restore import restored_engine
 
     try:
@@ -296,7 +308,7 @@ def _restore_cluster(file: Path, backup: Backup, url: str) -> int:
             "pip install 'tenure[server,etcd]'",
             Status.USAGE,
         ) from None
-    engine, done = restored_engine(backup)
+    engine, done = restored_engine(backup, token_floor_at_least=token_floor)
     try:
         name = asyncio.run(restore_cluster(url, engine))
     except ValueError as error:
