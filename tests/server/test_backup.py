@@ -131,8 +131,15 @@ def test_a_restored_server_fences_off_every_holder_of_the_old_one(tmp_path: Path
     refused = tenure_cli("restore", str(file), "--data-dir", str(new_dir), token=None)
     assert refused.returncode == 2
     assert "--force" in refused.stderr
+    # --force replaces a data directory's files, and refuses any other directory's
+    # (issue 58, D11: a mistyped --data-dir lost everything it held).
+    forced = tenure_cli("restore", str(file), "--data-dir", str(new_dir), "--force", token=None)
+    assert forced.returncode == 2
+    assert "not a tenure data directory" in forced.stderr
+    assert (new_dir / "leftover").read_text() == "x"
+    (new_dir / "leftover").unlink()
     restored_at = time.time_ns()  # (the restore's clock: its tokens start past it)
-    done = tenure_cli("restore", str(file), "--data-dir", str(new_dir), "--force", token=None)
+    done = tenure_cli("restore", str(file), "--data-dir", str(new_dir), token=None)
     assert done.returncode == 0, done.stderr
     assert "1 sessions ended" in done.stdout
     new, _ = serve(new_dir, auth)

@@ -248,7 +248,7 @@ def verify(file: Path, as_json: bool) -> int:
     metavar="URL",
     help="or a new cluster: etcd://HOST:PORT[,...]/NAME (a name not in use)",
 )
-@click.option("--force", is_flag=True, help="replace what DIR holds")
+@click.option("--force", is_flag=True, help="replace what DIR holds (a tenure data directory)")
 @click.option(
     "--token-floor",
     type=click.IntRange(min=1),
@@ -263,7 +263,11 @@ def restore(
     """Make DIR (or a new cluster) hold FILE's state; every token greater than the old."""
     from tenure.server._durability.backup import BadBackupError, read_backup
     from tenure.server._durability.dirlock import DataDirLockedError
-    from tenure.server._durability.restore import BadTokenFloorError, NotEmptyError
+    from tenure.server._durability.restore import (
+        BadTokenFloorError,
+        NotADataDirError,
+        NotEmptyError,
+    )
     from tenure.server._durability.restore import restore as restore_into
 
     if (data_dir is None) == (cluster is None):
@@ -278,7 +282,7 @@ def restore(
         raise CommandFailedError(str(error), Status.FAILED) from None
     except BadTokenFloorError as error:
         raise CommandFailedError(str(error), Status.USAGE) from None
-    except NotEmptyError as error:
+    except (NotEmptyError, NotADataDirError) as error:
         raise CommandFailedError(str(error), Status.USAGE) from None
     except DataDirLockedError:
         raise CommandFailedError(

@@ -31,6 +31,7 @@ from tenure.server._durability.restore import (
     HEADROOM,
     TOKEN_LIMIT,
     BadTokenFloorError,
+    NotADataDirError,
     NotEmptyError,
     restore,
     restored_engine,
@@ -182,8 +183,14 @@ def test_a_restore_refuses_a_directory_in_use_or_not_empty(tmp_path: Path) -> No
     (target / "notes.txt").write_text("mine")
     with pytest.raises(NotEmptyError, match="--force"):
         restore(backup, target)
+    # Before: --force deleted whatever the directory held (a mistyped --data-dir).
+    with pytest.raises(NotADataDirError, match=r"'notes\.txt', and no instance-id"):
+        restore(backup, target, force=True)
     assert (target / "notes.txt").read_text() == "mine"
-    restore(backup, target, force=True)
+    (target / "notes.txt").unlink()
+    restore(backup, target)
+    (target / "notes.txt").write_text("left in a data directory")
+    restore(backup, target, force=True)  # (a data directory's files: replaced)
     assert not (target / "notes.txt").exists()
     first = (target / INSTANCE_ID_FILE).read_bytes()
     with DataDirLock(target), pytest.raises(DataDirLockedError):

@@ -53,6 +53,7 @@ __all__ = [
     "SESSION_EPOCH",
     "TOKEN_LIMIT",
     "BadTokenFloorError",
+    "NotADataDirError",
     "NotEmptyError",
     "Restored",
     "restore",
@@ -71,6 +72,11 @@ SESSION_EPOCH: Final = 1 << 40
 
 class NotEmptyError(Exception):
     """The data directory to restore into holds files already (``--force`` replaces them)."""
+
+
+class NotADataDirError(Exception):
+    """``--force`` was given for a directory that is not a tenure data directory: it
+    replaces only a data directory's files, never a directory of anything else."""
 
 
 class BadTokenFloorError(ValueError):
@@ -148,6 +154,8 @@ def restore(
     Raises:
         BadTokenFloorError: no floor above the backup's tokens (:func:`token_floor`).
         NotEmptyError: ``data_dir`` holds files and ``force`` is false.
+        NotADataDirError: ``data_dir`` holds files and is no tenure data directory
+            (no instance id, no journal segment): ``force`` is refused there.
         DataDirLockedError: a running server holds ``data_dir``.
         OSError: the directory cannot be written.
     """
@@ -159,6 +167,14 @@ def restore(
         present = [entry for entry in data_dir.iterdir() if entry.name != LOCK_FILE]
         if present and not force:
             raise NotEmptyError(f"{data_dir} is not empty: add --force to replace what it holds")
+        if present and not _is_data_dir(data_dir):
+            # (a mistyped --data-dir with --force deleted everything it held)
+            strange = sorted(entry.name for entry in present)[0]
+            raise NotADataDirError(
+                f"{data_dir} is not a tenure data directory (it holds {strange!r}, and no "
+                f"{INSTANCE_ID_FILE} or journal): --force replaces only a data directory's "
+                "files; restore into a new or empty directory"
+            )
         for entry in present:
             if entry.is_dir() and not entry.is_symlink():
                 shutil.rmtree(entry)
@@ -171,3 +187,9 @@ def restore(
         # A new state: clients of the old one are told their sessions are gone.
         write_durably(data_dir / INSTANCE_ID_FILE, os.urandom(INSTANCE_ID_BYTES), 0o644)
     return done
+
+
+def _is_data_dir(path: Path) -> bool:
+    """Whether ``path`` holds a tenure data directory: the instance id a server writes
+    as it first starts, or a journal segment."""
+    return (path / INSTANCE_ID_FILE).is_file() or any(path.glob("wal-*.log"))
