@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import settings
 
 from tenure._build import build
 from tenure.sync._shared import EXIT_WAIT as SHARED_EXIT_WAIT
@@ -39,6 +40,12 @@ from tests.api.harness import ALL_HARNESSES, Harness
 from tests.netproxy import NetProxy
 from tests.server.wire import ServerProcess
 from tests.servers import fail_on_relayed_strays, relay_strays
+
+# Hypothesis's deadline (200 ms an example by default) is a timed assertion: on a
+# machine busy with other work an example that ran long once failed the run ("Unreliable
+# test timings"; tests/protocol under a CPU hog). Each test is bounded by pytest-timeout.
+settings.register_profile("tenure", deadline=None)
+settings.load_profile("tenure")
 
 #: The third party's backend of tests/dict_backend, registered as a third party's is:
 #: its distribution's metadata (an entry point of the ``tenure.backends`` group, as pip

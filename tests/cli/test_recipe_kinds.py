@@ -16,7 +16,10 @@ from tenure._core.rates import parse_bucket
 from tenure.errors import NotFoundError
 from tests.cli.support import run_tenure
 
-pytestmark = pytest.mark.timeout(60)
+#: A bound against a hang: each recipe is read by two ``tenure`` processes, and
+#: test_describe_shows_each_recipe_and_its_facts took 46 s of the 60 it had in a CI
+#: run under a CPU hog.
+pytestmark = pytest.mark.timeout(240)
 
 
 async def described(url: str, node: str, name: str) -> tuple[dict[str, Any], str]:
