@@ -14,8 +14,11 @@ from tenure.testing import lincheck
 
 DATA: Final = Path(__file__).parent / "data" / "porcupine"
 VERDICTS: Final[dict[str, bool]] = json.loads((DATA / "verdicts.json").read_text())["linearizable"]
-#: What the issue allows one history here (the slowest took 0.2 s on this machine).
-EACH_SECONDS: Final = 10.0
+#: A bound against a hang, below the test's own (pytest-timeout's 120 s): the check
+#: then says "unknown" with its statistics. Not a speed check: the slowest history
+#: takes about 0.2 s here, and bench/micro/lincheck.py's "porcupine" table times them
+#: all. (10 s failed this test once beside a CI run under a CPU hog, at low priority.)
+EACH_SECONDS: Final = 100.0
 
 
 def test_every_vendored_history_has_a_published_verdict() -> None:
