@@ -8,7 +8,9 @@ The format (a contract; docs/testing.md): one JSON object a line, in Jepsen's sh
 ``type`` is ``invoke``, ``ok``, ``fail`` or ``info``; a completion closes its
 process's open invoke (so one process runs one operation at a time); ``key`` is
 optional (absent: every operation is on one key) and is read from the invoke;
-``time`` is optional (absent: the order of the lines is the order in real time);
+``time`` is optional (absent: the order of the lines is the order in real time;
+present: a finite number smaller than 2**63 in size, on every event; ``NaN`` and
+``Infinity``, which are not JSON, are refused like any line that is not);
 the ``value`` of an ``invoke`` is the operation's input, the ``value`` of an ``ok`` its
 result. ``info`` (or an invoke never completed, or one whose process invokes again)
 means the outcome is unknown: the operation may take effect at any point after its
