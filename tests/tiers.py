@@ -82,6 +82,8 @@ _SLOW: Final = (
     "tests/test_conformance_kit.py::test_the_kit_passes_on_memory_from_an_installed_package",
     "tests/server/test_backup.py::test_a_restored_server_fences_off_every_holder_of_the_old_one",
     "tests/server/test_backup.py::test_a_holder_of_the_old_server_sees_a_clear_loss_on_the_restored_one",
+    "tests/server/test_backup.py::test_no_token_is_handed_out_twice_across_restores",
+    "tests/server/test_backup.py::test_a_restore_whose_clock_is_behind_the_backup_is_refused",
     "tests/cluster/test_backup.py::test_a_standby_sends_the_backup_to_its_leader",
     "tests/cluster/test_backup.py::test_a_backup_restored_into_a_new_cluster",
     "tests/cluster/test_upgrade.py::test_a_rolling_upgrade_from_protocol_5_keeps_the_lock_held_and_tokens_rising",

@@ -98,6 +98,8 @@ def test_a_restored_server_fences_off_every_holder_of_the_old_one(tmp_path: Path
             taken = tenure_cli("backup", "--url", url, str(file))
             assert taken.returncode == 0, taken.stderr
             assert "41 holds" in taken.stdout
+            # Every session's protection key is in it: its owner's alone (issue 58, D7).
+            assert file.stat().st_mode & 0o777 == 0o600
             backup_token = held.token  # (then 40 more: the pools')
             held.release()
             # The old server goes on granting after the backup: its last holder is

@@ -130,6 +130,7 @@ def save(url: str, ca: Path | None, file: Path) -> int:
     backup over tenure:// to a client on its own host only.
     """
     from tenure.server._durability.backup import BadBackupError, read_backup, summary
+    from tenure.server._durability.storage import private_file
 
     scheme = scheme_of(url, "backup")
     partial = file.with_name(file.name + ".partial")
@@ -147,7 +148,7 @@ def save(url: str, ca: Path | None, file: Path) -> int:
             Status.USAGE,
         )
     try:
-        with _written(lambda: partial.open("wb"), file, partial) as out:
+        with _written(lambda: os.fdopen(private_file(partial), "wb"), file, partial) as out:
             write = _writing(out, file, partial)
             if scheme in HTTP_SCHEMES:
                 assert token is not None

@@ -46,7 +46,7 @@ from tenure._core.snapshot import dump
 from tenure.server._durability.backup import Backup
 from tenure.server._durability.dirlock import LOCK_FILE, DataDirLock
 from tenure.server._durability.identity import INSTANCE_ID_BYTES, INSTANCE_ID_FILE, write_durably
-from tenure.server._durability.storage import DataDir
+from tenure.server._durability.storage import PRIVATE_DIR, DataDir
 
 __all__ = [
     "HEADROOM",
@@ -162,7 +162,7 @@ def restore(
     # (before touching the directory)
     engine, done = restored_engine(backup, token_floor_at_least=token_floor_at_least)
     snapshot = msgpack.packb(dump(engine), use_bin_type=True)
-    data_dir.mkdir(parents=True, exist_ok=True)
+    data_dir.mkdir(mode=PRIVATE_DIR, parents=True, exist_ok=True)
     with DataDirLock(data_dir):  # (DataDirLockedError: a server runs on it)
         present = [entry for entry in data_dir.iterdir() if entry.name != LOCK_FILE]
         if present and not force:
