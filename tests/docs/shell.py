@@ -160,22 +160,26 @@ SERVE = re.compile(r"^(\w+=\S* )*tenure serve\b")
 def answers(command: str) -> Callable[[Path], bool] | None:
     """What tells that the server ``command`` starts answers: a listing of its nodes,
     from this process (over TLS trusting the ca.pem beside its certificate, relative
-    to the block's directory); None for shards (their block checks them)."""
+    to the block's directory); with ``--shards N``, of each shard's (``--port`` + K: a
+    check run once the first answered found the last not listening yet)."""
     port = re.search(r"--port (\d+)", command)
-    if port is None or "--shards" in command:
+    if port is None:
         return None
+    shards = re.search(r"--shards (\d+)", command)
+    ports = [int(port[1]) + shard for shard in range(int(shards[1]) if shards else 1)]
     cert = re.search(r"--tls-cert (\S+)", command)
 
     def listed(where: Path) -> bool:
-        url = f"tenure://127.0.0.1:{port[1]}?connect_timeout=5"
-        if cert is not None:
-            ca = (where / cert[1]).with_name("ca.pem")
-            url = f"tenures://127.0.0.1:{port[1]}?connect_timeout=5&ca={ca}"
-        try:
-            with tenure.sync.connect(url) as client:
-                client.list_nodes()
-        except TenureError:
-            return False
+        for each in ports:
+            url = f"tenure://127.0.0.1:{each}?connect_timeout=5"
+            if cert is not None:
+                ca = (where / cert[1]).with_name("ca.pem")
+                url = f"tenures://127.0.0.1:{each}?connect_timeout=5&ca={ca}"
+            try:
+                with tenure.sync.connect(url) as client:
+                    client.list_nodes()
+            except TenureError:
+                return False
         return True
 
     return listed

@@ -6,7 +6,8 @@ A client (its own connection through its door, its own session, process label
 * a **register** (a semaphore's data, created by the harness with data ``0``):
   ``describe()`` (``read``), ``update(v)`` (``write``: ``v`` unique to this client
   and step) or ``compare_and_set(last read, v)`` (``cas``: ``ok`` if it swapped,
-  ``fail`` if not);
+  ``fail`` if not; a swap is read back at once: a swap answered but lost shows then,
+  not only when the register's next operation happens to be a read, not a write);
 * a **counter** (``session.counter(name)``): ``add(d)`` (``add``: ``ok`` with the new
   total) or ``get()`` (``read``);
 * a **mutex** with expiry (the session's recovery window is short): ``lock()``
@@ -221,9 +222,9 @@ class LinClient:
 
     # -- registers --------------------------------------------------------------------
 
-    async def read_register(self, session: tenure.Session) -> None:
-        """``describe()``: a ``read`` of the data."""
-        key = self.rng.choice(self.config.registers)
+    async def read_register(self, session: tenure.Session, key: str | None = None) -> None:
+        """``describe()``: a ``read`` of the data (of ``key``; else one at random)."""
+        key = self.rng.choice(self.config.registers) if key is None else key
 
         async def describe() -> int | None:
             try:
@@ -256,7 +257,8 @@ class LinClient:
             )
 
         pair = [expected, new]
-        await self._call("register", "cas", key, pair, swap, lambda swapped: (swapped, pair))
+        if await self._call("register", "cas", key, pair, swap, lambda done: (done, pair)):
+            await self.read_register(session, key)  # (module docstring: read back)
 
     # -- counters ---------------------------------------------------------------------
 
