@@ -37,6 +37,11 @@ const SHARDED = new Map([
   ["no", false],
 ]);
 
+/** `url` with every `token=` value masked: what an error may say of a URL (never a secret). */
+export function maskedUrl(url: string): string {
+  return url.replace(/([?&]token=)[^&#]*/gi, "$1***");
+}
+
 /** A door as Python writes it (`Door.__str__`): what sharding hashes. */
 export function doorText(door: Door): string {
   return `${door.host.includes(":") ? `[${door.host}]` : door.host}:${door.port}`;
@@ -45,11 +50,11 @@ export function doorText(door: Door): string {
 function door(text: string, url: string): Door {
   const match = /^(\[[^\]]+\]|[^:[\]]+)(?::(\d+))?$/.exec(text);
   if (match === null) {
-    throw new InvalidArgumentError(`bad door ${JSON.stringify(text)} in ${url}: expected host or host:port`);
+    throw new InvalidArgumentError(`bad door ${JSON.stringify(text)} in ${maskedUrl(url)}: expected host or host:port`);
   }
   const host = match[1]!.replace(/^\[|\]$/g, "");
   const port = match[2] === undefined ? DEFAULT_PORT : Number(match[2]);
-  if (!(port > 0 && port < 65536)) throw new InvalidArgumentError(`bad port ${match[2]} in ${url}`);
+  if (!(port > 0 && port < 65536)) throw new InvalidArgumentError(`bad port ${match[2]} in ${maskedUrl(url)}`);
   return { host, port };
 }
 
@@ -58,7 +63,7 @@ export function parseUrl(url: string, options: Readonly<Record<string, string | 
   const match = /^(tenures?):\/\/([^/?#]+)\/?(?:\?([^#]*))?$/.exec(url);
   if (match === null) {
     throw new InvalidArgumentError(
-      `expected tenure://host:port[,host:port...][?options] (or tenures://), got ${url.replace(/token=[^&]*/, "token=***")}`,
+      `expected tenure://host:port[,host:port...][?options] (or tenures://), got ${maskedUrl(url)}`,
     );
   }
   const merged: Record<string, string> = {};

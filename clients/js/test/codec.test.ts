@@ -129,6 +129,23 @@ test("URLs read as Python reads them", () => {
   assert.throws(() => parseUrl("tenure://h?tokn=1"), /does not know the options tokn/);
 });
 
+test("a URL's token is never in an error (issue 58, D13)", () => {
+  // Before: a bad door or port named the whole URL, token and all; a bad scheme
+  // masked only the first token=.
+  for (const url of [
+    "tenure://h:99999?token=s3cr3t",
+    "tenure://h:1,:x?token=s3cr3t",
+    "tenure:/h?token=s3cr3t&token=s3cr3t",
+    "tenure://h:0?ca=x&token=s3cr3t",
+  ]) {
+    assert.throws(
+      () => parseUrl(url),
+      (error: unknown) => error instanceof Error && !error.message.includes("s3cr3t"),
+      url,
+    );
+  }
+});
+
 test("a ticket of Python's format reads back", () => {
   // tenure.backends.SessionTicket("tenure", "n1", 12, b"\x01\x02").to_str()
   assert.deepEqual(parseTicket("t1.dGVudXJl.12.bjE.AQI"), { sessionId: 12, node: "n1", key: new Uint8Array([1, 2]) });
