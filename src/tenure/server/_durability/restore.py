@@ -105,13 +105,17 @@ def token_floor(backup_token: int, clock_ns: int, at_least: int = 0) -> int:
             the backup's tokens), or leaves fewer than :data:`HEADROOM` tokens.
     """
     floor = max(clock_ns, at_least)
-    if floor <= backup_token:
-        given = f"--token-floor {at_least}" if at_least >= clock_ns else "this machine's clock"
+    if floor <= backup_token and at_least > clock_ns:
         raise BadTokenFloorError(
-            f"{given} ({floor}) is not above the backup's highest token {backup_token}: a "
-            "restore starts its tokens at its wall clock in nanoseconds, and this clock is "
-            "behind the backup's (set the clock, or give --token-floor N, N above every "
-            "token the service ever handed out)"
+            f"--token-floor {at_least} is not above the backup's highest token "
+            f"{backup_token}: give N above every token the service ever handed out"
+        )
+    if floor <= backup_token:
+        raise BadTokenFloorError(
+            f"this machine's clock ({floor} ns since 1970) is not above the backup's "
+            f"highest token {backup_token}: a restore starts its tokens at its wall clock, "
+            "and this one is behind the backup's (set the clock, or give --token-floor N, "
+            "N above every token the service ever handed out)"
         )
     if floor > TOKEN_LIMIT - HEADROOM:
         raise BadTokenFloorError(
