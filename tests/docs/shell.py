@@ -160,8 +160,9 @@ SERVE = re.compile(r"^(\w+=\S* )*tenure serve\b")
 def answers(command: str) -> Callable[[Path], bool] | None:
     """What tells that the server ``command`` starts answers: a listing of its nodes,
     from this process (over TLS trusting the ca.pem beside its certificate, relative
-    to the block's directory); with ``--shards N``, of each shard's (``--port`` + K: a
-    check run once the first answered found the last not listening yet)."""
+    to the block's directory); with ``--shards N``, of every shard's (``--port`` + K,
+    K below N: a block's check run once the first shard answered found the last one
+    not listening yet)."""
     port = re.search(r"--port (\d+)", command)
     if port is None:
         return None
