@@ -63,10 +63,10 @@ async def instance(client: tenure.Client, name: str, periods: int, done: asyncio
                 print(f"{name}: lost the lock ({type(error).__name__}), job stopped", flush=True)
                 await asyncio.sleep(2 * PERIOD)  # back off: another instance's turn
                 continue
+            done.set()  # before the release: no other instance starts the job again
             await lock.release()
             await lock.release()  # idempotent: releasing again is a no-op
             print(f"{name}: released (twice: idempotent)", flush=True)
-            done.set()
             return
 
 

@@ -70,6 +70,9 @@ async def serve(config: ServeConfig) -> int:
     # SIGHUP before the server serves (a long recovery): refused and logged, not the
     # end of the process (its default); once it serves, a reload (_serve_on).
     loop.add_signal_handler(signal.SIGHUP, reload_logged, None)
+    # Held since the command's first instruction (_tenure_console): one sent meanwhile
+    # is delivered now, to the handler just set.
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGHUP})
     try:
         return await _serve_locked(config, journal, loop, audit)
     finally:
