@@ -83,6 +83,7 @@ _SLOW: Final = (
     "tests/server/test_backup.py::test_a_restored_server_fences_off_every_holder_of_the_old_one",
     "tests/server/test_backup.py::test_a_holder_of_the_old_server_sees_a_clear_loss_on_the_restored_one",
     "tests/server/test_backup.py::test_no_token_is_handed_out_twice_across_restores",
+    "tests/server/net/test_reload_large.py::test_a_100000_token_reload_leaves_a_bystanders_lock",
     "tests/server/test_backup.py::test_a_restore_whose_clock_is_behind_the_backup_is_refused",
     "tests/cluster/test_backup.py::test_a_standby_sends_the_backup_to_its_leader",
     "tests/cluster/test_backup.py::test_a_backup_restored_into_a_new_cluster",

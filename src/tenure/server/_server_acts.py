@@ -105,6 +105,8 @@ class NativeActs:
         self.version = version
         #: Each connection's backup being read.
         self.reading: dict[Conn, BackupReading] = {}
+        #: The reloads asked and not answered yet (each a task: kept until it ends).
+        self.reloads: set[asyncio.Task[None]] = set()
 
     def answer(self, conn: Conn, request: Request) -> None:
         """Answer ReadBackup or ReloadFiles (:class:`tenure.server._net.acts.ServerActs`)."""
@@ -161,8 +163,17 @@ class NativeActs:
     # -- reload --------------------------------------------------------------------------
 
     def _reload(self, conn: Conn, request: Request) -> None:
+        # A task: the files load in a thread (seconds for a large auth file), the
+        # connection's other requests answered meanwhile.
+        task = asyncio.get_running_loop().create_task(self._reload_answered(conn, request))
+        self.reloads.add(task)
+        task.add_done_callback(self.reloads.discard)
+
+    async def _reload_answered(self, conn: Conn, request: Request) -> None:
         token = conn.token.name if conn.token is not None else None
-        done = reload_logged(self.server, self.also, token=token, address=conn.host)
+        done = await reload_logged(self.server, self.also, token=token, address=conn.host)
+        if conn.transport.is_closing():  # (gone meanwhile: nobody to answer)
+            return
         if isinstance(done, Exception):
             self.fail(conn, request, ErrorCode.PRECONDITION_FAILED, str(done))
             return
