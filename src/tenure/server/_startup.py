@@ -24,7 +24,7 @@ import logging
 import signal
 from argparse import Namespace
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Final
 
 import tenure
 from tenure._build import build
@@ -55,8 +55,22 @@ if TYPE_CHECKING:  # the server extra: imported only with --http-port
 log = logging.getLogger("tenure.server")
 
 
-async def serve(config: ServeConfig) -> int:
-    """Start, serve until told to stop, and return the exit code."""
+#: The signals the server handles while it serves (each once it listens; SIGHUP from
+#: the start).
+HANDLED: Final = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+
+
+async def serve(config: ServeConfig, *, ignore_late_signals: bool = False) -> int:
+    """Start, serve until told to stop, and return the exit code.
+
+    Its signal handlers stay until it has stopped, and are removed then; with
+    ``ignore_late_signals`` (the ``tenure serve`` command's) each of :data:`HANDLED` is
+    ignored from then until the process exits, rather than given back its default. A
+    stopped server has nothing left to stop, and a signal sent late (the same SIGTERM
+    both from ``kill`` of the process group and passed on by ``--shards``' command,
+    itself slowed by a busy machine) must not turn its clean stop into a death by
+    signal (exit -15, which ``--shards`` reports as a failure).
+    """
     loop = asyncio.get_running_loop()
     collector.freeze_after(config.gc_freeze_after)
     journal = Journal(DataDir(config.data_dir, config.fsync))
@@ -76,7 +90,10 @@ async def serve(config: ServeConfig) -> int:
     try:
         return await _serve_locked(config, journal, loop, audit)
     finally:
-        loop.remove_signal_handler(signal.SIGHUP)
+        for signum in HANDLED:
+            loop.remove_signal_handler(signum)
+            if ignore_late_signals:
+                signal.signal(signum, signal.SIG_IGN)
         watch.cancel()
         lock.close()
         await asyncio.to_thread(audit.close)  # what is queued is written, within a bound
@@ -248,11 +265,7 @@ async def _serve_on(
             fields["build"],
             extra={"event": "pure_build"},
         )
-    try:
-        return await server.wait()
-    finally:
-        for signum in (signal.SIGTERM, signal.SIGINT):
-            loop.remove_signal_handler(signum)
+    return await server.wait()  # (its handlers removed once serve() is done)
 
 
 def _listen_failed(config: ServeConfig, binding: str, error: OSError) -> None:
@@ -313,6 +326,6 @@ def run(config: ServeConfig) -> int:
         return 2
     try:
         with asyncio.Runner(loop_factory=factory) as runner:
-            return runner.run(serve(config))
+            return runner.run(serve(config, ignore_late_signals=True))
     finally:
         announce_settings()  # after a failed start's reason (if it never listened)

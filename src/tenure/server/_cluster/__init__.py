@@ -84,10 +84,7 @@ async def run(
         # before the first term serves, refused and logged.
         also = (endpoint.prepare_tls,) if endpoint is not None else ()
         loop.add_signal_handler(signal.SIGHUP, lambda: reload_by_signal(member.server, also))
-        try:
-            return await member.run(sockets, advertised(config, port))
-        finally:
-            for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
-                loop.remove_signal_handler(signum)
+        # (Its handlers are removed by serve(), once everything has stopped.)
+        return await member.run(sockets, advertised(config, port))
     finally:
         sockets.close()
