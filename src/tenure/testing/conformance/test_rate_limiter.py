@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import random
+import time
 
 import pytest
 
@@ -63,9 +64,15 @@ async def test_a_burst_goes_at_once_then_units_go_at_the_rate_in_turn(
 ) -> None:
     one, two = await client.session(node), await client2.session(node)
     limiter = one.rate_limiter("partner-api", rate=4.0, burst=3)
+    began = time.monotonic()
     assert [await limiter.try_acquire() for _ in range(3)] == [True] * 3
     other = two.rate_limiter("partner-api", rate=4.0, burst=3)
-    assert not await other.try_acquire()  # the burst is spent, for every process
+    refused = not await other.try_acquire()
+    # The burst is spent, for every process: unless a quarter of a second went by since
+    # the burst began (a unit comes back each 1/4 s: a machine busy with other work
+    # took that long over these four calls), the next try is refused.
+    if time.monotonic() - began < 0.25:
+        assert refused, "the burst was spent, for every process"
     first = await other.acquire(1, timeout=5)
     second = await limiter.acquire(1, timeout=5)
     # Each in turn, one unit per 1/4 s of the store's clock after the one before. (A
