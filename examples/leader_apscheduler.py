@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import os
 import signal
 
@@ -50,6 +51,20 @@ REPLICA = os.environ.get("REPLICA", "replica")
 #: next replica takes over: how long a leader may take to come back, against how
 #: long the fleet may go without its jobs.
 RECOVERY_WINDOW = float(os.environ.get("RECOVERY_WINDOW", "5"))
+
+
+def not_a_cancelled_job(record: logging.LogRecord) -> bool:
+    """Drops APScheduler's "Error running job" for a job cancelled by ``shutdown``.
+
+    Ending a term shuts its scheduler down, which cancels a job coroutine still
+    running: that is the point (no job of an ended term goes on), not a job's error.
+    Any other error of a job is still logged.
+    """
+    error = record.exc_info[1] if record.exc_info else None
+    return not isinstance(error, asyncio.CancelledError)
+
+
+logging.getLogger("apscheduler.executors.default").addFilter(not_a_cancelled_job)
 
 
 async def run_job(job: str, token: int) -> None:

@@ -15,7 +15,6 @@ multiprocessing's fork start method (sync and asyncio), and gunicorn's workers
 from __future__ import annotations
 
 import asyncio
-import importlib
 import json
 import multiprocessing
 import os
@@ -36,6 +35,7 @@ import pytest
 import tenure
 import tenure.sync
 from tenure.errors import ForkedClientError
+from tests.gunicorn_conf import workers_up, write_config
 from tests.ports import free_port
 from tests.server.wire import ServerProcess
 
@@ -339,19 +339,14 @@ def http_get(port: int, path: str) -> Report | None:
         return None
 
 
-def no_control_socket() -> list[str]:
-    """gunicorn 27's control socket is at one path in $HOME: runs at once would share it."""
-    settings = importlib.import_module("gunicorn.config").KNOWN_SETTINGS
-    disable = any(setting.name == "control_socket_disable" for setting in settings)
-    return ["--no-control-socket"] if disable else []
-
-
 def start_gunicorn(port: int, url: str, node: str, log: Path) -> subprocess.Popen[bytes]:
+    """gunicorn on ``port``, its workers saying when they are up in ``log``'s folder."""
+    write_config(log.with_name("gunicorn.conf.py"), log.with_name("workers-ready"))
     env = {**os.environ, "TENURE_URL": url, "TENURE_NODE": node}
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT / "src"), str(ROOT)]))
     argv = [sys.executable, "-m", "gunicorn", "--preload", "--workers", "2"]
     argv += ["--bind", f"127.0.0.1:{port}", "--timeout", "120", "--graceful-timeout", "20"]
-    argv += no_control_socket()
+    argv += ["--config", str(log.with_name("gunicorn.conf.py"))]
     with log.open("wb") as output:
         return subprocess.Popen(
             [*argv, "tests.client.forked_app:app"],
@@ -412,6 +407,9 @@ def test_gunicorn_preload_workers_each_use_a_session_of_their_own(
         assert again is not None
         assert again["got"] is True
         assert again["session"] not in (master, held["session"])
+        # The worker gunicorn started anew is up (a SIGTERM before would be lost).
+        ready = log.with_name("workers-ready")
+        wait_until(lambda: len(workers_up(ready) - {held["pid"]}) >= 2, "gunicorn's workers")
     finally:
         gunicorn.send_signal(signal.SIGTERM)
         try:

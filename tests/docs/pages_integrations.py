@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tests.docs.context import Hook, Page, Run, async_reader, calls_of, reader, until
+from tests.gunicorn_conf import workers_up, write_config
 from tests.ports import free_port
 
 SETUP = """
@@ -112,6 +113,9 @@ async def gunicorn_serves_it(step: Run) -> None:
     """Runs the block as its first line says: gunicorn --preload --workers 4 app:app
     (bound to a free loopback port), and asks a worker to bill."""
     (step.where / "app.py").write_text(step.text)
+    # gunicorn reads ./gunicorn.conf.py by itself, so the command stays the block's.
+    ready = step.where / "workers-ready"
+    write_config(step.where / "gunicorn.conf.py", ready)
     port = free_port()
     gunicorn = Path(sys.executable).with_name("gunicorn")
     args = ["--preload", "--workers", "4", "--bind", f"127.0.0.1:{port}", "app:app"]
@@ -129,6 +133,7 @@ async def gunicorn_serves_it(step: Run) -> None:
 
         answer = await until(lambda: asyncio.to_thread(ask), "a gunicorn worker answers")
         assert answer == b"billed\n"
+        await until(lambda: len(workers_up(ready)) >= 4, "the 4 gunicorn workers are up")
     finally:
         server.send_signal(signal.SIGTERM)
         assert await asyncio.wait_for(server.wait(), 30) == 0
