@@ -120,6 +120,7 @@ test("URLs read as Python reads them", () => {
     ca: null,
     serverHostname: null,
     sharded: false,
+    requestTimeout: 30_000,
   });
   assert.equal(parseUrl("tenure://h1,h2?sharded=yes").sharded, true);
   assert.throws(() => parseUrl("tenure://h1?sharded=maybe"), /sharded must be one of/);
