@@ -184,6 +184,7 @@ TIERS: Final[dict[str, tuple[str, ...]]] = {
     "tests/backends/test_url_hint.py": UNIT,
     "tests/backends/test_remote_versions.py": UNIT,  # an in-process fake server
     "tests/backends/test_remote_cluster.py": UNIT,  # in-process fake cluster members
+    "tests/backends/test_remote_deadline.py": UNIT,  # an in-process fake server
     "tests/backends/test_remote_upgrade.py": UNIT,  # in-process fake cluster members
     "tests/cluster/test_parts.py": UNIT,
     "tests/cluster/test_appender.py": UNIT,  # a scripted store: nothing is started
