@@ -86,6 +86,7 @@ _SLOW: Final = (
     "tests/server/net/test_reload_large.py::test_a_100000_token_reload_leaves_a_bystanders_lock",
     "tests/server/test_backup_timeout.py::test_an_http_backup_whose_client_stops_reading_loses_its_place_and_child",
     "tests/server/test_backup_timeout.py::test_a_native_backup_whose_client_stops_asking_loses_its_place_and_child",
+    "tests/server/test_backup_timeout.py::test_a_native_backup_read_in_a_trickle_is_given_up",
     "tests/server/test_backup.py::test_a_restore_whose_clock_is_behind_the_backup_is_refused",
     "tests/cluster/test_backup.py::test_a_standby_sends_the_backup_to_its_leader",
     "tests/cluster/test_backup.py::test_a_backup_restored_into_a_new_cluster",

@@ -38,8 +38,11 @@ from tests.server.wire import WAIT, Clients, ServerProcess, free_port
 pytestmark = pytest.mark.timeout(120)
 
 #: The ``--backup-timeout`` of these servers, in seconds: short, so a stall is seen
-#: soon; the backups meant to succeed are of a small state (one chunk), far within it.
-TIMEOUT = "2"
+#: soon; the backups meant to succeed are of a small state (one chunk), far within it
+#: even when the machine is busy (their client's two reads, over ``tenure://``).
+TIMEOUT = "4"
+#: How the reason says it.
+SAID = f"moved less than 256 KiB in {TIMEOUT} s (--backup-timeout)"
 
 
 def children(pid: int) -> dict[int, str]:
@@ -159,11 +162,15 @@ async def test_an_http_backup_whose_client_stops_reading_loses_its_place_and_chi
             finally:
                 slow.close()
         [line] = stalled_lines(server)
-        assert (line["door"], line["backup_timeout"], line["level"]) == ("http", 2.0, "warning")
+        assert (line["door"], line["backup_timeout"], line["level"]) == (
+            "http",
+            float(TIMEOUT),
+            "warning",
+        )
         assert 0 < int(str(line["bytes"])) < 320 * 60_000
     outcomes = audited(audit)
     assert [outcome for outcome, _ in outcomes] == ["timeout", "ok"]
-    assert "moved less than 256 KiB in 2 s (--backup-timeout)" in outcomes[0][1]
+    assert SAID in outcomes[0][1]
 
 
 async def test_a_native_backup_whose_client_stops_asking_loses_its_place_and_child(
@@ -196,7 +203,7 @@ async def test_a_native_backup_whose_client_stops_asking_loses_its_place_and_chi
             assert [len(part) for part in parts] == [PART] * 3
             [away] = [event for event in events if isinstance(event, GoingAway)]
             assert away.code is ErrorCode.TIMEOUT
-            assert "moved less than 256 KiB in 2 s (--backup-timeout)" in away.reason
+            assert SAID in away.reason
             assert isinstance(events[-1], ConnectionClosed)
         [line] = stalled_lines(server)
         assert (line["door"], line["bytes"]) == ("native", 3 * PART)
@@ -240,9 +247,7 @@ async def test_a_native_backup_read_in_a_trickle_is_given_up(tmp_path: Path, wir
         ([], {"TENURE_BACKUP_TIMEOUT": "0"}, "TENURE_BACKUP_TIMEOUT='0': must be at least 1"),
     ],
 )
-def test_bad_backup_timeouts_are_refused(
-    argv: list[str], env: dict[str, str], named: str
-) -> None:
+def test_bad_backup_timeouts_are_refused(argv: list[str], env: dict[str, str], named: str) -> None:
     with pytest.raises(ConfigError) as caught:
         parse(*argv, env=env)
     assert named in str(caught.value)
