@@ -231,6 +231,29 @@ def test_a_redraw_right_after_the_click_keeps_the_idle_nodes_unfolded(
         page.locator('#idle-nodes section.node[data-node="node-01"]').wait_for(state="visible")
 
 
+def test_a_redraw_between_the_press_and_the_release_of_a_click_loses_no_click(
+    served: Served, page: Page
+) -> None:
+    # A view pushed while the mouse button was down replaced the line: the press and
+    # the release fell on two copies of it, and the click unfolded nothing (a loaded
+    # machine's run: the unfolded section stayed hidden). The line is now kept.
+    with tenure.sync.connect(served.url) as client:
+        idle_scene(client, served, page)
+        box = page.locator("#idle-nodes > summary b").bounding_box()
+        assert box is not None
+        page.mouse.move(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
+        page.mouse.down()
+        page.evaluate(
+            """async () => {
+              const message = await (await fetch("/dashboard/api/board")).json();
+              shownBoard = null;  // (the same board: drawn again all the same)
+              render(message);
+            }"""
+        )
+        page.mouse.up()
+        page.locator('#idle-nodes section.node[data-node="node-01"]').wait_for(state="visible")
+
+
 def test_a_killed_holder_is_marked_disconnected_with_its_window_left(
     served: Served, page: Page
 ) -> None:

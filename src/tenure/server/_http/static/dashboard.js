@@ -9,7 +9,12 @@ let source = null;
 let shownBoard = null; // the board last rendered, as JSON: redrawn only when it changed
 let shownCluster = null; // the cluster part last rendered, as JSON (likewise)
 let filterText = ""; // the name filter's text, lower case ("": every row)
-let idleOpen = false; // whether the idle nodes' line is unfolded (kept across redraws)
+// The idle nodes' line: one element for the page's life, never taken out of the page
+// while shown, so that it stays unfolded across redraws and a click on it is never lost
+// (a redraw between the press and the release of a click that replaced the line would
+// put them on two elements: the click would go to their common ancestor and fold nothing).
+let idleLine = null;
+let idleShown = null; // what the line's summary says, as JSON: redrawn only when it changed
 
 function el(tag, attrs, ...children) {
   const node = document.createElement(tag);
@@ -202,20 +207,32 @@ function activityLine(node) {
 // The idle nodes (nothing held, waited for or granted lately, no client disconnected):
 // one line of their names, unfolded on a click into their full sections.
 function idleNodes(nodes) {
-  const names = nodes.map((node) => el("span", { class: "idle-name who", title: many(node.semaphores_total, "semaphore") +
-    ", " + many(node.sessions_total, "session") }, node.name));
-  const list = [];
-  names.forEach((name, i) => list.push(...(i ? [", ", name] : [name])));
-  const summary = el("summary", {}, el("b", {}, many(nodes.length, "idle node")), " ",
-    el("span", { class: "idle-names" }, ...list));
-  const details = el("details", { id: "idle-nodes", class: "idle" }, summary, ...nodes.map(nodeSection));
-  // The line drawn now says whether it is unfolded: a click unfolds it at once, but
-  // its toggle event comes a task later, after a redraw that may come first.
-  const shown = document.getElementById("idle-nodes");
-  if (shown) idleOpen = shown.open;
-  details.open = idleOpen;
-  details.addEventListener("toggle", () => { idleOpen = details.open; });
-  return details;
+  if (!idleLine) idleLine = el("details", { id: "idle-nodes", class: "idle" }, el("summary", {}));
+  const summary = idleLine.firstChild;
+  const said = JSON.stringify(nodes.map((node) => [node.name, node.semaphores_total, node.sessions_total]));
+  if (said !== idleShown) {
+    idleShown = said;
+    const names = nodes.map((node) => el("span", { class: "idle-name who", title: many(node.semaphores_total, "semaphore") +
+      ", " + many(node.sessions_total, "session") }, node.name));
+    const list = [];
+    names.forEach((name, i) => list.push(...(i ? [", ", name] : [name])));
+    summary.replaceChildren(el("b", {}, many(nodes.length, "idle node")), " ",
+      el("span", { class: "idle-names" }, ...list));
+  }
+  while (summary.nextSibling) summary.nextSibling.remove(); // (the summary stays where it is)
+  idleLine.append(...nodes.map(nodeSection));
+  return idleLine;
+}
+
+// Put ``children`` in ``parent``, in order, leaving where it is each one already there
+// (the idle nodes' line: see idleLine), the others taken out or put in around it.
+function placeChildren(parent, children) {
+  for (const old of [...parent.childNodes]) if (!children.includes(old)) old.remove();
+  let at = parent.firstChild;
+  for (const child of children) {
+    if (child === at) at = at.nextSibling;
+    else parent.insertBefore(child, at);
+  }
 }
 
 // The deadlocks the server broke on the node lately, newest first: each an acquire it
@@ -319,7 +336,7 @@ function render(message) {
   const cut = view.board.cut
     ? el("p", { class: "more cut" }, "the rest is left out: the view reached --dashboard-max-bytes")
     : null;
-  main.replaceChildren(...sections, ...(rest ? [rest] : []), ...(cut ? [cut] : []));
+  placeChildren(main, [...sections, ...(rest ? [rest] : []), ...(cut ? [cut] : [])]);
   applyFilter();
 }
 
