@@ -44,7 +44,7 @@ from collections import deque
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Final
 
-from tenure._protocol import Failure, Reply, Request
+from tenure._protocol import Failure, Reply, Request, State
 from tenure._protocol.admin import FilesReloaded, ReadBackup, ReloadFiles
 from tenure.errors import ErrorCode, LimitExceededError
 from tenure.server._backups import (
@@ -175,16 +175,26 @@ class NativeActs:
     # -- reload --------------------------------------------------------------------------
 
     def _reload(self, conn: Conn, request: Request) -> None:
-        # A task: the files load in a thread (seconds for a large auth file), the
-        # connection's other requests answered meanwhile.
+        # A task: the files load in a thread (seconds for a large auth file), the loop
+        # serving everyone meanwhile; this connection's later frames once it is answered
+        # (Conn.answering: its end of stream read first would leave the answer owed).
         task = asyncio.get_running_loop().create_task(self._reload_answered(conn, request))
         self.reloads.add(task)
         task.add_done_callback(self.reloads.discard)
+        conn.answering = task
 
     async def _reload_answered(self, conn: Conn, request: Request) -> None:
+        try:
+            await self._reload_answer(conn, request)
+        finally:
+            conn.answering = None
+
+    async def _reload_answer(self, conn: Conn, request: Request) -> None:
         token = conn.token.name if conn.token is not None else None
         done = await reload_logged(self.server, self.also, token=token, address=conn.host)
-        if conn.transport.is_closing():  # (gone meanwhile: nobody to answer)
+        # Gone meanwhile (its end of stream read, or closed): nobody to answer, and its
+        # codec, closed, would refuse the answer.
+        if conn.closing or conn.codec.state is State.CLOSED or conn.transport.is_closing():
             return
         if isinstance(done, Exception):
             self.fail(conn, request, ErrorCode.PRECONDITION_FAILED, str(done))

@@ -107,6 +107,11 @@ class Conn:
     #: has caught up (``tenure.server._net.native``), the connection's later ones after it.
     held_back: Request | None = None
     awaits_host: bool = False  # a wake-up is asked of the host (when_caught_up)
+    #: A request answered in a task of its own (a reload: its files load in a thread):
+    #: the connection's later frames are read once it is answered, so that an end of
+    #: stream read meanwhile cannot close the connection with its answer owed.
+    answering: asyncio.Task[None] | None = None
+    awaits_answer: bool = False  # a wake-up is asked of ``answering``
     #: A scoped ListNodes answered in slices: its request, the names found so far, the
     #: name to go on after (``tenure.server._net.native``).
     listing: tuple[Request, list[str], str] | None = None
