@@ -82,6 +82,12 @@ _SLOW: Final = (
     "tests/test_conformance_kit.py::test_the_kit_passes_on_memory_from_an_installed_package",
     "tests/server/test_backup.py::test_a_restored_server_fences_off_every_holder_of_the_old_one",
     "tests/server/test_backup.py::test_a_holder_of_the_old_server_sees_a_clear_loss_on_the_restored_one",
+    "tests/server/test_backup.py::test_no_token_is_handed_out_twice_across_restores",
+    "tests/server/net/test_reload_large.py::test_a_100000_token_reload_leaves_a_bystanders_lock",
+    "tests/server/test_backup_timeout.py::test_an_http_backup_whose_client_stops_reading_loses_its_place_and_child",
+    "tests/server/test_backup_timeout.py::test_a_native_backup_whose_client_stops_asking_loses_its_place_and_child",
+    "tests/server/test_backup_timeout.py::test_a_native_backup_read_in_a_trickle_is_given_up",
+    "tests/server/test_backup.py::test_a_restore_whose_clock_is_behind_the_backup_is_refused",
     "tests/cluster/test_backup.py::test_a_standby_sends_the_backup_to_its_leader",
     "tests/cluster/test_backup.py::test_a_backup_restored_into_a_new_cluster",
     "tests/cluster/test_upgrade.py::test_a_rolling_upgrade_from_protocol_5_keeps_the_lock_held_and_tokens_rising",
@@ -163,6 +169,8 @@ TIERS: Final[dict[str, tuple[str, ...]]] = {
     "tests/server/test_serve_parts.py::test_snapshots_are_taken_while_serving": SERVICE,
     "tests/server/test_server_metrics.py": UNIT,
     "tests/server/test_audit_log.py": UNIT,
+    # (its setting's values parsed: the tests with servers are service, the default)
+    "tests/server/test_backup_timeout.py::test_bad_backup_timeouts_are_refused": UNIT,
     "tests/backends/test_turns.py": UNIT,
     "tests/backends/test_prefix_feed.py": UNIT,
     "tests/client": UNIT,
@@ -181,6 +189,7 @@ TIERS: Final[dict[str, tuple[str, ...]]] = {
     "tests/backends/test_url_hint.py": UNIT,
     "tests/backends/test_remote_versions.py": UNIT,  # an in-process fake server
     "tests/backends/test_remote_cluster.py": UNIT,  # in-process fake cluster members
+    "tests/backends/test_remote_deadline.py": UNIT,  # an in-process fake server
     "tests/backends/test_remote_upgrade.py": UNIT,  # in-process fake cluster members
     "tests/cluster/test_parts.py": UNIT,
     "tests/cluster/test_appender.py": UNIT,  # a scripted store: nothing is started

@@ -24,13 +24,16 @@ Every error tenure raises on purpose derives from :class:`TenureError`::
      ├── PermissionDeniedError        the credentials do not allow this operation
      ├── ProtocolError                the peer broke the wire protocol
      ├── UnavailableError             the backend cannot be reached, and why (also an OSError)
-     │    └── NotLeaderError          a cluster's standby: the leader is elsewhere (``leader``)
+     │    ├── NotLeaderError          a cluster's standby: the leader is elsewhere (``leader``)
+     │    └── RequestTimeoutError     a server answered no request in time: its connection replaced
      ├── UnsupportedError             this backend cannot do that (never silently weakened)
      └── CorruptLogError              the server's data directory cannot be trusted
 
-Timeouts raise the built-in :class:`TimeoutError`; no tenure class shadows a
-built-in name (hence :class:`AcquireCancelledError`, not ``CancelledError``: the
-task that awaits an acquire being cancelled is still :class:`asyncio.CancelledError`).
+Timeouts raise the built-in :class:`TimeoutError` (what was asked for did not happen
+within the time the caller gave; a server that does not answer in time is
+unavailable: :class:`RequestTimeoutError`); no tenure class shadows a built-in name
+(hence :class:`AcquireCancelledError`, not ``CancelledError``: the task that awaits
+an acquire being cancelled is still :class:`asyncio.CancelledError`).
 
 Every message says what failed and why, naming the argument, setting, limit or
 peer concerned: ``count must be an integer in [1, 2**64-1], got -1``, ``cannot
@@ -369,6 +372,20 @@ def leader_named(message: str) -> str | None:
     return word or None
 
 
+class RequestTimeoutError(UnavailableError):
+    """A ``tenure://`` server did not answer a request within the client's
+    ``request_timeout`` (a server that answers its Pings, but not its requests).
+
+    The request may or may not have been applied; the connection was closed and is
+    made again, as after any lost connection (its sessions re-attached within their
+    recovery windows), and the requests in flight on it were cut off with it. It is
+    an :class:`UnavailableError`, not a built-in :class:`TimeoutError`, which says
+    that a wait the caller bounded ran out (a lock found busy, a latch still
+    counting): ``except TimeoutError`` around an acquire must not take a server that
+    does not answer for a busy lock. It never travels (the client's own).
+    """
+
+
 class UnsupportedError(TenureError):
     """The chosen backend cannot provide this feature; tenure refuses rather than weakens."""
 
@@ -395,8 +412,8 @@ class CorruptLogError(TenureError):
         self.problem = problem
 
 
-# ConfigError, CorruptLogError, FencedError and DuplicateTaskError have no code of their own
-# (they never travel).
+# ConfigError, CorruptLogError, FencedError, DuplicateTaskError and RequestTimeoutError
+# have no code of their own (they never travel).
 _BY_CODE: Final[dict[ErrorCode, type[TenureError]]] = {
     cls.code: cls
     for cls in (
@@ -468,6 +485,7 @@ __all__ = [
     "PermissionDeniedError",
     "PreconditionFailedError",
     "ProtocolError",
+    "RequestTimeoutError",
     "SessionClosedError",
     "SessionExpiredError",
     "TenureError",

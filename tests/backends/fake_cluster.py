@@ -9,7 +9,9 @@ instance id; a **standby** greets a version-3 to -7 client with ``role="standby"
 leader's address, refuses an older Hello ``NOT_LEADER``, and answers every request
 but ClusterStatus ``Failure(NOT_LEADER)``; a **standalone** server serves requests
 and answers ClusterStatus ``UNSUPPORTED``. A **silent** member (``silent = True``)
-answers nothing, as a stopped process whose sockets still accept. ``versions``
+answers nothing, as a stopped process whose sockets still accept; a **deaf** one
+(``deaf = True``) answers Hellos and Pings but no request, as a server whose
+requests hang (each is still recorded in ``requests``). ``versions``
 makes it an older server, which refuses a newer Hello ``UNSUPPORTED``.
 
 Sessions are kept as the real server keeps them: the connection that creates,
@@ -119,6 +121,8 @@ class FakeMember:
         self.requests: list[str] = []
         #: Whether it answers nothing (a stopped process: what it receives is dropped).
         self.silent = False
+        #: Whether it answers Hellos and Pings but no request (what it reads is recorded).
+        self.deaf = False
         self._server: asyncio.Server | None = None
         self._conns: set[_Conn] = set()
         self._tasks: set[asyncio.Task[Any]] = set()
@@ -194,7 +198,8 @@ class FakeMember:
             conn.send(Pong(event.nonce))
         elif isinstance(event, Request):
             self.requests.append(type(event.command).__name__)
-            self._answer(conn, event)
+            if not self.deaf:
+                self._answer(conn, event)
 
     def _greet(self, conn: _Conn, hello: Hello) -> None:
         self.hellos.append(hello.version)

@@ -10,9 +10,11 @@ from tooz import coordination
 
 from tenure._core.members import check_member_id
 from tenure._core.values import check_name
+from tenure.backends._remote_url import OPTIONS
 from tenure.contrib.tooz import TenureDriver
 from tenure.contrib.tooz._results import Result
 from tenure.contrib.tooz._settings import (
+    _TENURE,
     DEFAULT_MAX_MEMBERS,
     DEFAULT_NODE,
     DEFAULT_TIMEOUT,
@@ -83,6 +85,13 @@ def test_the_url_gives_the_driver_its_options_and_tenure_its_own() -> None:
     assert (full.node, full.timeout, full.max_members) == ("cinder", 5.0, 50)
     # The caller's keyword arguments win over the query, as tooz says.
     assert driver("tenure://a:1?timeout=5", timeout=7).settings.timeout == 7.0
+
+
+def test_every_option_of_tenure_urls_passes_through() -> None:
+    # (ssl= is a keyword of tenure.connect only: an SSLContext cannot be written in a URL.)
+    assert OPTIONS - {"ssl"} == _TENURE
+    deadline = driver("tenure://a:1?request_timeout=2&node=n").settings
+    assert deadline.url == "tenure://a:1?request_timeout=2"
 
 
 def test_the_settings_show_the_url_without_its_token() -> None:

@@ -345,7 +345,7 @@ def test_the_node_keeps_its_latest_broken_deadlocks() -> None:
 def test_tasks_survive_a_snapshot_and_older_snapshots_load_with_none() -> None:
     engine, _, s2 = crossing(3, 9)
     plain = dump(engine)
-    assert plain["version"] == 11
+    assert plain["version"] == 12
     copy = load(plain)
     check_invariants(copy)
     assert dump(copy) == plain

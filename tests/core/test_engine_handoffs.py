@@ -19,6 +19,7 @@ from tenure._core import (
 from tenure._core.handlers.handoffs import digest_of
 from tenure._core.invariants import check_invariants
 from tenure._core.quotas import TRACKED, Quota
+from tenure._core.session import KEY_DIGEST_BYTES
 from tenure._core.snapshot import dump, load
 from tenure.errors import (
     InvalidArgumentError,
@@ -179,7 +180,7 @@ def test_an_adopted_hold_and_its_data_count_against_the_adopters_quota() -> None
     """The adopter's owner takes the hold and its data (refused past its quota, nothing
     moved); the holder's gives them back."""
     engine = make_engine()
-    engine.ledger.quotas = {"small": Quota(data_bytes=len(KEY) + 5)}  # (its session's key)
+    engine.ledger.quotas = {"small": Quota(data_bytes=KEY_DIGEST_BYTES + 5)}  # (its key's)
 
     def opened(actor: str) -> int:
         engine.actor = actor

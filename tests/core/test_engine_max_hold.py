@@ -138,7 +138,7 @@ def test_a_bound_survives_a_snapshot_and_a_restart_keeps_the_time_it_had_left() 
     acquire(engine, b, "queued", MAX_COUNT, ephemeral=True, max_hold=7.0, now=2.0)
     engine.tick(3.0)
     data = dump(engine)
-    assert data["version"] == 11
+    assert data["version"] == 12
     (plain,) = data["nodes"]
     assert plain["max_holds"] == [[11.0, None], [7.0]]
     restored = load(data)

@@ -46,6 +46,7 @@ from tenure._core.quotas import (
     Quota,
     text_bytes,
 )
+from tenure._core.session import KEY_DIGEST_BYTES
 from tenure._core.snapshot import dump, load
 from tenure._core.values import ClientIdentity
 from tenure.errors import LimitExceededError
@@ -136,8 +137,8 @@ def test_the_memory_budget_refuses_a_session_whose_identity_would_pass_it() -> N
     room = 2000
     engine.ledger.budget = engine.ledger.estimate() + OBJECT_BYTES[Q_SESSIONS] + room
     key = b"k" * 100
-    big = ClientIdentity("h" * 900, 1, "c" * 900)  # (with the key: 1,900 bytes)
-    description = "d" * (room - 1900 + 1)
+    big = ClientIdentity("h" * 900, 1, "c" * 900)  # (with the key's digest: 1,832 bytes)
+    description = "d" * (room - 1800 - KEY_DIGEST_BYTES + 1)
     with pytest.raises(LimitExceededError, match=BUDGET):
         engine.apply(CreateSession(NODE, key, description=description, identity=big), 0.0)
     assert engine.ledger.refusals == {("memory_budget", ""): 1}
@@ -190,10 +191,10 @@ def test_the_data_bytes_quota_counts_names_a_token_chooses() -> None:
 
     with pytest.raises(LimitExceededError, match="token 'batch' is over its quota data_bytes"):
         fill()
-    assert made == 9  # (its key's byte, and 9 names of 1 KiB: a 10th passes 10 KiB)
+    assert made == 9  # (its key's digest, and 9 names of 1 KiB: a 10th passes 10 KiB)
     with pytest.raises(LimitExceededError, match="over its quota data_bytes"):
         engine.apply(WatchPrefix(sid, "p" * KIB), 0.0)
-    engine.apply(WatchPrefix(sid, "p" * (KIB - 10)), 0.0)  # (what is left)
+    engine.apply(WatchPrefix(sid, "p" * (KIB - KEY_DIGEST_BYTES - 9)), 0.0)  # (all but 9)
     assert engine.ledger.of("batch").counts[Q_DATA_BYTES] == 10 * KIB - 9
     # Another token, and nobody's, are not affected.
     other = engine.apply(CreateSession(NODE, b"k"), 0.0).session_id

@@ -37,6 +37,7 @@ from tenure._core import (
 from tenure._core.invariants import check_invariants
 from tenure._core.ownership import counted_usage
 from tenure._core.quotas import OBJECT_BYTES, Q_DATA_BYTES, Q_HOLDS, Q_SESSIONS, TRACKED, Quota
+from tenure._core.session import KEY_DIGEST_BYTES
 from tenure._core.snapshot import dump, load
 from tenure.errors import LimitExceededError
 
@@ -194,11 +195,12 @@ def test_nodes_quota() -> None:
 
 
 def test_data_bytes_quota_counts_data_descriptions_and_annexes() -> None:
-    engine = _engine(data_bytes=100)
+    engine = _engine(data_bytes=99 + KEY_DIGEST_BYTES)  # (100 beside a 1-byte key)
     sid = _as(engine, "batch", CreateSession(NODE, b"k", description="d" * 10)).session_id
     engine.apply(CreateSemaphore(sid, "a", 1, b"x" * 60), 0.0)
-    # Its session's key (1) and description (10), the semaphore's name (1) and data (60).
-    assert _usage(engine, "batch")["data_bytes"] == 72
+    # Its session's key (its digest, 32 bytes) and description (10), the semaphore's
+    # name (1) and data (60).
+    assert _usage(engine, "batch")["data_bytes"] == 71 + KEY_DIGEST_BYTES
     _refused(engine, "batch", CreateSemaphore(sid, "b", 1, b"y" * 28), "data_bytes")
     _refused(engine, "batch", UpdateSemaphore(sid, "a", b"x" * 89), "data_bytes")
     engine.apply(UpdateSemaphore(sid, "a", b"x" * 88), 0.0)  # exactly the quota
@@ -208,7 +210,7 @@ def test_data_bytes_quota_counts_data_descriptions_and_annexes() -> None:
     _refused(engine, "batch", SetNodeAnnex("own", "k2", b"z" * 10), "data_bytes")
     engine.apply(SetNodeAnnex("own", "k", b""), 0.0)
     _refused(engine, "batch", CreateSession(NODE, b"k", description="d" * 100), "data_bytes")
-    assert _usage(engine, "batch")["data_bytes"] == 16
+    assert _usage(engine, "batch")["data_bytes"] == 15 + KEY_DIGEST_BYTES
     check_invariants(engine)
 
 
@@ -244,12 +246,14 @@ def test_a_snapshot_keeps_owners_and_counts() -> None:
     engine.apply(CreateSemaphore(sid, "a", 1, b"12345"), 0.0)
     _as(engine, "batch", CreateNode("mine"))
     plain = msgspec.msgpack.decode(msgspec.msgpack.encode(dump(engine)))
-    assert plain["version"] == 11
+    assert plain["version"] == 12
     loaded = load(plain)
     check_invariants(loaded)
     assert _usage(loaded, "batch") == _usage(engine, "batch")
-    # A description and data (8), two sessions' keys, a semaphore's and a node's names.
-    assert _usage(loaded, "batch")["data_bytes"] == 8 + 2 * len(KEY) + len("a") + len("mine")
+    # A description and data (8), two sessions' keys' digests, a semaphore's and a node's
+    # names.
+    expected = 8 + 2 * KEY_DIGEST_BYTES + len("a") + len("mine")
+    assert _usage(loaded, "batch")["data_bytes"] == expected
     loaded.ledger.quotas = {"batch": Quota(sessions=2)}
     _refused(loaded, "batch", CreateSession(NODE, KEY), "sessions")
     # A version 9 snapshot (before owners) loads with everything nobody's.
@@ -321,7 +325,7 @@ def test_the_running_counts_match_a_full_count_through_a_busy_life() -> None:
 def test_data_bytes_counts_each_holds_and_waits_data() -> None:
     """A hold's data (an acquire's ``data``) is its session's owner's, on anybody's
     semaphore: 14,000 ephemeral locks of 64 KiB are refused at data_bytes too."""
-    own = len(KEY) + len("a")  # (its session's key, the name of the semaphore it makes)
+    own = KEY_DIGEST_BYTES + len("a")  # (its session's key digest, its semaphore's name)
     engine = _engine(data_bytes=100 + own)
     sid = _as(engine, "batch", CreateSession(NODE, KEY)).session_id
     holder = _as(engine, "other", CreateSession(NODE, KEY)).session_id
@@ -338,7 +342,7 @@ def test_data_bytes_counts_each_holds_and_waits_data() -> None:
     assert _usage(engine, "batch")["data_bytes"] == 100 + own
     engine.apply(Release(sid, "a"), 1.0)
     engine.apply(Release(sid, "c"), 1.0)
-    assert _usage(engine, "batch")["data_bytes"] == len(KEY)  # (its session's, still open)
+    assert _usage(engine, "batch")["data_bytes"] == KEY_DIGEST_BYTES  # (its open session's)
     check_invariants(engine)
 
 

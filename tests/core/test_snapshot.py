@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import random
+from collections.abc import Mapping
 from typing import Any
 
 import pytest
@@ -251,8 +252,19 @@ def test_load_refuses_what_is_not_a_snapshot(data: object) -> None:
         load(data)  # type: ignore[arg-type]
 
 
-def dump_v1(engine: Engine) -> dict[str, object]:
-    """The layout of version 1 (a list per session, a dict per semaphore)."""
+def clear_keys(data: dict[str, Any], keys: Mapping[int, bytes] | None) -> dict[str, Any]:
+    """``data`` (a dump, of 11 values a session) with each session's protection key
+    where an older server kept it and today's keeps its digest: ``keys`` by session id
+    (None: :data:`KEY`, every test session's)."""
+    flat = list(data["sessions"])
+    for row in range(0, len(flat), 11):
+        flat[row + 4] = KEY if keys is None else keys[flat[row]]
+    return {**data, "sessions": flat}
+
+
+def dump_v1(engine: Engine, keys: Mapping[int, bytes] | None = None) -> dict[str, object]:
+    """The layout of version 1 (a list per session, a dict per semaphore); ``keys``:
+    each session's protection key, by id (None: :data:`KEY`)."""
     return {
         "version": 1,
         "now": engine.now,
@@ -291,7 +303,7 @@ def dump_v1(engine: Engine) -> dict[str, object]:
                 s.node,
                 s.timeout,
                 s.description,
-                s.protection_key,
+                KEY if keys is None else keys[s.session_id],
                 s.seq_no,
                 s.expires_at,
             ]
@@ -300,10 +312,12 @@ def dump_v1(engine: Engine) -> dict[str, object]:
     }
 
 
-def as_v6(data: dict[str, Any]) -> dict[str, Any]:
+def as_v6(data: dict[str, Any], keys: Mapping[int, bytes] | None = None) -> dict[str, Any]:
     """A dump in the layout of version 6: as now, without the waiters' arrival numbers
-    and timeouts (new in version 7), which a load of an older layout makes afresh."""
-    data = {**data, "version": 6}
+    and timeouts (new in version 7), which a load of an older layout makes afresh, and
+    with each session's protection key, not its digest (version 12), as
+    :func:`clear_keys` puts it."""
+    data = {**clear_keys(data, keys), "version": 6}
     del data["last_order"]
     data["nodes"] = [
         {**node, "waiters": [v for i, v in enumerate(node["waiters"]) if i % 10 < 8]}
@@ -312,9 +326,9 @@ def as_v6(data: dict[str, Any]) -> dict[str, Any]:
     return data
 
 
-def dump_v4(engine: Engine) -> dict[str, Any]:
+def dump_v4(engine: Engine, keys: Mapping[int, bytes] | None = None) -> dict[str, Any]:
     """The layout of version 4: as now, without identities and times."""
-    data = as_v6(dump(engine))
+    data = as_v6(dump(engine), keys)
     data["version"] = 4
     data["sessions"] = [v for i, v in enumerate(data["sessions"]) if i % 11 < 7]
     for node in data["nodes"]:
@@ -324,9 +338,9 @@ def dump_v4(engine: Engine) -> dict[str, Any]:
     return data
 
 
-def dump_v3(engine: Engine) -> dict[str, Any]:
+def dump_v3(engine: Engine, keys: Mapping[int, bytes] | None = None) -> dict[str, Any]:
     """The layout of version 3: as version 4, without hold numbers (every hold was 0)."""
-    data = dump_v4(engine)
+    data = dump_v4(engine, keys)
     data["version"] = 3
     for node in data["nodes"]:
         for key in ("owners", "waiters"):

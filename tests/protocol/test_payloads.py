@@ -18,6 +18,7 @@ from tenure._core import (
     AcquireFailed,
     AcquireResult,
     AcquireStatus,
+    AdoptHold,
     AlterNode,
     AttachSession,
     ClaimName,
@@ -30,6 +31,7 @@ from tenure._core import (
     OwnerInfo,
     ReleaseClaim,
     Renew,
+    ResumeSession,
     SemaphoreDescription,
     SessionEnded,
     WaiterInfo,
@@ -523,3 +525,26 @@ def test_fields_gained_within_version_3_are_not_sent_at_their_defaults(
     wire = msgspec.msgpack.decode(encode_command(command))
     assert len(wire) == sent
     assert decode_command(encode_command(command)) == command
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        CreateSession("n", b"key-in-clear", None),
+        AttachSession(7, b"key-in-clear", 0, None),
+        ResumeSession(7, b"key-in-clear", "n"),
+        AdoptHold(7, "job", 8, 1, 41, b"key-in-clear", 2),
+    ],
+    ids=lambda command: type(command).__name__,
+)
+def test_a_credential_of_the_wrong_type_is_never_echoed(command: object) -> None:
+    # Issue 58, D9: a protection key or a hand-off's secret sent as a string (msgpack
+    # str, not bin) was named in clear in the error, which the server logs and says in
+    # its GoingAway reason; the error names the type it got, never the value.
+    body = wire_of(Request(1, command))  # type: ignore[arg-type]
+    [site] = [i for i, value in enumerate(body[2]) if value == b"key-in-clear"]
+    body[2][site] = "key-in-clear"
+    with pytest.raises(ProtocolError) as caught:
+        message_of(body)
+    assert "key-in-clear" not in str(caught.value)
+    assert "got str (its value is not shown: a credential)" in str(caught.value)

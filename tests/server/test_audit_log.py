@@ -11,16 +11,19 @@ import json
 import logging
 import os
 import re
+import time
+from collections import Counter
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from tenure._core import AlterNode, CreateNode, DescribeSemaphore, KillSession, SetNodeAnnex
 from tenure.errors import ErrorCode
-from tenure.server._audit import MAX_TEXT, AuditLog
+from tenure.server._audit import MAX_TEXT, REFUSALS_SHARE, SENDER_SHARE, AuditLog
 from tenure.server._config.serve_config import ConfigError, ServeConfig, add_arguments, resolve
 from tenure.server._net.audit_acts import act_of, what_of
-from tenure.server._net.throttle import Throttle
+from tenure.server._net.throttle import TELL_EVERY, Throttle
 
 
 def _numbers(path: Path) -> list[int]:
@@ -87,20 +90,68 @@ def test_keep_zero_begins_the_file_afresh_and_max_bytes_zero_never_rotates(
     assert not whole.with_name("whole.jsonl.1").exists()
 
 
-def test_a_full_queue_drops_the_line_and_counts_it_never_waiting(tmp_path: Path) -> None:
-    fifo = tmp_path / "audit.fifo"
-    os.mkfifo(fifo)  # nobody reads: the thread is stuck opening it
-    log = AuditLog(str(fifo), queue_size=3)
-    for n in range(10):
-        log.record("auth_failed", token=None, address="10.0.0.9", outcome="authentication", n=n)
-    assert 6 <= log.dropped <= 7  # 3 queued, at most one taken by the thread
+def stuck(path: Path, queue_size: int) -> AuditLog:
+    """An audit log whose thread is stuck opening the FIFO ``path`` (nobody reads it),
+    holding one line it took: what is recorded next stays queued, or is dropped."""
+    os.mkfifo(path)
+    log = AuditLog(str(path), queue_size=queue_size)
+    log.record("node_create", token="ops", address="10.0.0.1", outcome="ok", node="first")
+    deadline = time.monotonic() + 30
+    while not log._queue.empty():  # (taken by the thread, which then blocks opening)
+        assert time.monotonic() < deadline, "the writer thread never took the line"
+        time.sleep(0.001)
+    return log
+
+
+def written_lines(log: AuditLog, fifo: Path) -> list[dict[str, Any]]:
+    """Close ``log`` while reading its FIFO: the lines it wrote."""
     reading = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
     try:
         log.close()  # the thread writes what it holds, then stops
-        got = os.read(reading, 65536)
+        got = b""
+        while chunk := os.read(reading, 1 << 20):
+            got += chunk
     finally:
         os.close(reading)
-    assert len(got.splitlines()) == 10 - log.dropped == log.written
+    return [json.loads(line) for line in got.splitlines()]
+
+
+def test_a_full_queue_drops_the_line_and_counts_it_never_waiting(tmp_path: Path) -> None:
+    fifo = tmp_path / "audit.fifo"
+    log = stuck(fifo, queue_size=3)
+    for n in range(10):
+        log.record("node_create", token="ops", address="10.0.0.9", outcome="ok", n=n)
+    assert log.dropped == 7  # 3 queued
+    lines = written_lines(log, fifo)
+    assert len(lines) == 1 + 3 == log.written
+    assert [line["what"]["n"] for line in lines[1:]] == [0, 1, 2]
+
+
+def test_refusals_cannot_crowd_out_the_acts_that_succeeded(tmp_path: Path) -> None:
+    """Issue 58, D4: a flood of a read-only token's refusals dropped 58 % of an admin's
+    lines. Refusals fill at most half the queue, each sender's at most a sixteenth."""
+    fifo = tmp_path / "audit.fifo"
+    log = stuck(fifo, queue_size=64)
+    for _ in range(1000):  # a read-only token's refusals: a sixteenth of the queue
+        log.record("denied", token="reader", address="10.0.0.2", outcome="permission_denied")
+    sent = 1000
+    for n in range(1000):  # then an unauthenticated flood from twenty-one addresses
+        for other in range(21):
+            log.record("auth_failed", token=None, address=f"10.1.0.{other}", outcome="blocked")
+        sent += 21
+        if n % 100 == 0:
+            log.record("node_create", token="admin", address="10.0.0.1", outcome="ok", n=n)
+            sent += 1
+    lines = written_lines(log, fifo)
+    assert log.written == len(lines)
+    assert log.dropped == sent + 1 - len(lines)  # every drop counted
+    admin = [line["what"]["n"] for line in lines if line["token"] == "admin"]
+    assert admin == list(range(0, 1000, 100)), "every one of the admin's lines"
+    refusals = [line for line in lines if line["outcome"] != "ok"]
+    assert len(refusals) == 64 * REFUSALS_SHARE
+    by_sender = Counter(line["token"] or line["address"] for line in refusals)
+    assert by_sender["reader"] == 64 * SENDER_SHARE
+    assert max(by_sender.values()) == 64 * SENDER_SHARE
 
 
 def test_a_file_that_cannot_be_written_drops_its_lines_and_says_so_once(
@@ -130,17 +181,37 @@ def test_off_records_nothing_and_long_texts_are_cut(tmp_path: Path) -> None:
 
 
 def test_failed_logins_name_a_token_only_if_the_auth_file_has_it() -> None:
-    told: list[tuple[str, str | None, str]] = []
+    told: list[tuple[str, str | None, str, int]] = []
     throttle = Throttle(2, 30.0, names=frozenset({"ops"}))
     throttle.audit = lambda *seen: told.append(seen)
     throttle.failed("10.0.0.1", 0.0, "ops")
     throttle.failed("10.0.0.1", 1.0, "my-s3cret-typed-as-a-user")
     assert not throttle.check("10.0.0.1", 2.0)  # blocked now
     assert told == [
-        ("10.0.0.1", "ops", "authentication"),
-        ("10.0.0.1", None, "authentication"),  # never the text of an unknown name
-        ("10.0.0.1", None, "blocked"),
+        ("10.0.0.1", "ops", "authentication", 1),
+        ("10.0.0.1", None, "authentication", 1),  # never the text of an unknown name
+        ("10.0.0.1", None, "blocked", 1),
     ]
+
+
+def test_attempts_refused_while_blocked_are_counted_and_told_once_an_interval() -> None:
+    """Issue 58, D3: a line per refused attempt of a blocked address rotated the trail
+    away (26,139 lines in 10 s from one client); now a count per TELL_EVERY."""
+    told: list[tuple[str, str | None, str, int]] = []
+    throttle = Throttle(1, 100.0)
+    throttle.audit = lambda *seen: told.append(seen)
+    throttle.failed("10.0.0.1", 0.0)  # blocked until 100
+    attempts = [0.5 + i * 0.001 for i in range(30_000)]  # 30,000 in 30 s
+    for now in attempts:
+        assert not throttle.check("10.0.0.1", now)
+    blocked = [seen for seen in told if seen[2] == "blocked"]
+    # The first at once, then one line per TELL_EVERY seconds, each with its count.
+    assert len(blocked) == 1 + int((attempts[-1] - attempts[0]) // TELL_EVERY)
+    assert blocked[0][3] == 1
+    assert throttle.check("10.0.0.1", 100.0)  # the block is over: the rest told now
+    blocked = [seen for seen in told if seen[2] == "blocked"]
+    assert sum(seen[3] for seen in blocked) == len(attempts) == throttle.refused_total
+    assert len(blocked) <= 5
 
 
 def test_what_a_line_names_never_the_data_a_command_carries() -> None:

@@ -241,3 +241,48 @@ async def test_a_reload_is_one_line_and_a_refused_one_too(tmp_path: Path) -> Non
     assert (refused["act"], refused["outcome"]) == ("reload", "invalid_argument")
     assert "auth" in refused["what"]["why"]
     assert not any(secret in read() for secret in SECRETS)
+
+
+async def test_an_admins_lines_survive_a_flood_of_refusals_and_of_failed_logins(
+    tmp_path: Path, wire: Clients
+) -> None:
+    """Issue 58, D3 and D4 served: a read-only token's refused commands and an
+    unauthenticated client's failed logins flood the queue (the writer is stuck on a
+    FIFO nobody reads, so nothing leaves it), and each of the admin's acts made during
+    the flood is still written; every refusal past its share is counted as dropped."""
+    fifo = tmp_path / "audit.fifo"
+    os.mkfifo(fifo)
+    auth = _tokens(tmp_path)
+    queue_size, acts, refused, guesses = 64, 8, 400, 60
+    with TenantServer(
+        tmp_path, auth, "--audit-log", str(fifo), "--audit-log-queue", str(queue_size), http=True
+    ) as server:
+        admin = await wire.connect(server.port, token=ADMIN)  # before the address is blocked
+        reader = await wire.connect(server.port, token=READER)
+        for act in range(acts):
+            for number in range(refused // acts):
+                failed = await reader.fail(CreateNode(f"theirs-{act}-{number}"))
+                assert failed.code is ErrorCode.PERMISSION_DENIED
+            for _ in range(guesses // acts):
+                guesser = await wire.connect(server.port, hello=False)
+                assert isinstance(await guesser.hello(token=WRONG), Refused)
+                await guesser.close()
+            await admin.call(CreateNode(f"ours-{act}"))
+        dropped = value(await server.metrics(), "tenure_audit_lines_dropped_total")
+        reading = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)  # the thread may go on
+        try:
+            await admin.call(CreateNode("after"))  # queued behind the flood, or dropped
+            got = b""
+            while b'"after"' not in got:  # (bounded: _read_lines asserts within WAIT)
+                got += await _read_lines(reading, 1)
+        finally:
+            os.close(reading)
+    lines = [json.loads(line) for line in got.decode().splitlines()]
+    ours = [line["what"]["node"] for line in lines if line["token"] == "admin"]
+    assert ours == [f"ours-{act}" for act in range(acts)] + ["after"]
+    theirs = [line for line in lines if line["token"] == "reader"]
+    failed_logins = [line for line in lines if line["act"] == "auth_failed"]
+    assert 1 <= len(theirs) <= queue_size // 16 + 1
+    assert 1 <= len(failed_logins) <= queue_size // 16 + 1
+    # Every refusal not written was counted (and the failed logins past their share).
+    assert dropped >= refused - len(theirs)

@@ -5,11 +5,13 @@ work counted from the server's log (a forked child walks the state: no item on t
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import socket
 import subprocess
 import sys
+import time
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -19,7 +21,6 @@ import pytest
 import tenure.sync
 from tenure.errors import FencedError
 from tenure.fencing import FileFence
-from tenure.server._durability.restore import EPOCH
 
 from .wire import WAIT, ServerProcess, free_port
 
@@ -97,6 +98,8 @@ def test_a_restored_server_fences_off_every_holder_of_the_old_one(tmp_path: Path
             taken = tenure_cli("backup", "--url", url, str(file))
             assert taken.returncode == 0, taken.stderr
             assert "41 holds" in taken.stdout
+            # Every session's protection key is in it: its owner's alone (issue 58, D7).
+            assert file.stat().st_mode & 0o777 == 0o600
             backup_token = held.token  # (then 40 more: the pools')
             held.release()
             # The old server goes on granting after the backup: its last holder is
@@ -130,7 +133,15 @@ def test_a_restored_server_fences_off_every_holder_of_the_old_one(tmp_path: Path
     refused = tenure_cli("restore", str(file), "--data-dir", str(new_dir), token=None)
     assert refused.returncode == 2
     assert "--force" in refused.stderr
-    done = tenure_cli("restore", str(file), "--data-dir", str(new_dir), "--force", token=None)
+    # --force replaces a data directory's files, and refuses any other directory's
+    # (issue 58, D11: a mistyped --data-dir lost everything it held).
+    forced = tenure_cli("restore", str(file), "--data-dir", str(new_dir), "--force", token=None)
+    assert forced.returncode == 2
+    assert "not a tenure data directory" in forced.stderr
+    assert (new_dir / "leftover").read_text() == "x"
+    (new_dir / "leftover").unlink()
+    restored_at = time.time_ns()  # (the restore's clock: its tokens start past it)
+    done = tenure_cli("restore", str(file), "--data-dir", str(new_dir), token=None)
     assert done.returncode == 0, done.stderr
     assert "1 sessions ended" in done.stdout
     new, _ = serve(new_dir, auth)
@@ -139,11 +150,125 @@ def test_a_restored_server_fences_off_every_holder_of_the_old_one(tmp_path: Path
         with client.session("app") as session:
             assert not session.mutex("job").describe().held  # its hold released
             fresh = session.mutex("job").lock(timeout=WAIT)
-            assert fresh.token > EPOCH > stale.token
+            assert fresh.token > restored_at > stale.token
             fence.write(fresh.token, b"the new holder")
             with pytest.raises(FencedError):
                 fence.write(stale.token, b"the stale holder, too late")
             assert fence.read() == b"the new holder"
+
+
+#: Four restores, five servers and their ``tenure`` commands: minutes on a busy machine.
+@pytest.mark.timeout(600)
+def test_no_token_is_handed_out_twice_across_restores(tmp_path: Path) -> None:
+    """Issue 58, D1: one backup restored three times, and a later backup of the same
+    server (the same token epoch, under the old rule) restored too: every token any
+    of the four restored servers hands out is distinct, and greater than every token
+    the old server handed out, also after its backups. Before, the floor came from the
+    backup alone: the three restores of one backup each granted 2**48 + 1 first."""
+    auth = tmp_path / "auth.toml"
+    auth.write_text(AUTH)
+    first, second = tmp_path / "first", tmp_path / "second"
+    old, http = serve(tmp_path / "old", auth)
+    url = f"http://127.0.0.1:{http}"
+    with old, tenure.sync.connect(f"tenure://127.0.0.1:{old.port}?token={ADMIN}") as client:
+        client.create_node("app")
+        with client.session("app") as holder:
+            old_tokens: list[int] = []
+            for backup in (first, second):
+                for _ in range(3):
+                    lease = holder.mutex("job").lock()
+                    old_tokens.append(lease.token)
+                    lease.release()
+                taken = tenure_cli("backup", "--url", url, str(backup))
+                assert taken.returncode == 0, taken.stderr
+            for _ in range(3):  # (the old server goes on after its last backup)
+                lease = holder.mutex("job").lock()
+                old_tokens.append(lease.token)
+                lease.release()
+    restored_tokens: dict[str, list[int]] = {}
+    for number, backup in enumerate((first, first, first, second)):
+        data_dir = tmp_path / f"restored-{number}"
+        done = tenure_cli("restore", str(backup), "--data-dir", str(data_dir), token=None)
+        assert done.returncode == 0, done.stderr
+        server, _ = serve(data_dir, auth)
+        with (
+            server,
+            tenure.sync.connect(f"tenure://127.0.0.1:{server.port}?token={ADMIN}") as client,
+            client.session("app") as session,
+        ):
+            tokens: list[int] = []
+            restored_tokens[data_dir.name] = tokens
+            for _ in range(3):
+                lease = session.mutex("job").lock(timeout=WAIT)
+                tokens.append(lease.token)
+                lease.release()
+    every = [token for tokens in restored_tokens.values() for token in tokens]
+    assert len(set(every)) == len(every), restored_tokens
+    assert min(every) > max(old_tokens), (old_tokens, restored_tokens)
+    # Each restore started past the ones before it, not only past the backup.
+    runs = list(restored_tokens.values())
+    assert all(earlier[-1] < later[0] for earlier, later in itertools.pairwise(runs)), runs
+
+
+@pytest.mark.timeout(600)
+def test_a_restore_whose_clock_is_behind_the_backup_is_refused(tmp_path: Path) -> None:
+    """A backup of a server restored with a floor above every clock (``--token-floor``)
+    cannot be restored on a clock again: refused, naming the way out, and nothing is
+    written; ``--token-floor`` above its tokens restores it."""
+    auth = tmp_path / "auth.toml"
+    auth.write_text(AUTH)
+    file, again = tmp_path / "b", tmp_path / "again"
+    old, http = serve(tmp_path / "old", auth)
+    with old, tenure.sync.connect(f"tenure://127.0.0.1:{old.port}?token={ADMIN}") as client:
+        client.create_node("app")
+        taken = tenure_cli("backup", "--url", f"http://127.0.0.1:{http}", str(file))
+        assert taken.returncode == 0, taken.stderr
+    ahead = 8 * 10**18  # (the year 2223, in nanoseconds)
+    done = tenure_cli(
+        "restore",
+        str(file),
+        "--data-dir",
+        str(tmp_path / "r"),
+        "--token-floor",
+        str(ahead),
+        token=None,
+    )
+    assert done.returncode == 0, done.stderr
+    assert f"greater than {ahead}" in done.stdout
+    server, http = serve(tmp_path / "r", auth)
+    with server, tenure.sync.connect(f"tenure://127.0.0.1:{server.port}?token={ADMIN}") as client:
+        with client.session("app") as session:
+            token = session.mutex("job").lock(timeout=WAIT).token
+        assert token == ahead + 1
+        taken = tenure_cli("backup", "--url", f"http://127.0.0.1:{http}", str(again))
+        assert taken.returncode == 0, taken.stderr
+    refused = tenure_cli("restore", str(again), "--data-dir", str(tmp_path / "r2"), token=None)
+    assert refused.returncode == 2, refused
+    assert "clock" in refused.stderr
+    assert f"not above the backup's highest token {token}" in refused.stderr
+    assert "--token-floor N" in refused.stderr
+    assert not (tmp_path / "r2").exists()
+    over = tenure_cli(
+        "restore",
+        str(again),
+        "--data-dir",
+        str(tmp_path / "r2"),
+        "--token-floor",
+        str(token),
+        token=None,
+    )
+    assert over.returncode == 2
+    assert f"--token-floor {token}" in over.stderr
+    done = tenure_cli(
+        "restore",
+        str(again),
+        "--data-dir",
+        str(tmp_path / "r2"),
+        "--token-floor",
+        str(token + 1),
+        token=None,
+    )
+    assert done.returncode == 0, done.stderr
 
 
 def test_verify_refuses_a_damaged_backup(tmp_path: Path) -> None:
@@ -189,6 +314,7 @@ def test_a_holder_of_the_old_server_sees_a_clear_loss_on_the_restored_one(
         taken = tenure_cli("backup", "--url", f"http://127.0.0.1:{http}", str(file))
         assert taken.returncode == 0, taken.stderr
         old.kill()
+        restored_at = time.time_ns()
         done = tenure_cli("restore", str(file), "--data-dir", str(tmp_path / "new"), token=None)
         assert done.returncode == 0, done.stderr
         extra = ("--fsync", "off", "--auth-file", str(auth), "--port", str(old.port))
@@ -196,7 +322,7 @@ def test_a_holder_of_the_old_server_sees_a_clear_loss_on_the_restored_one(
             assert lock.lost.wait(4 * WAIT), "the old holder was never told"
             assert lock.lost_reason is not None
             with client.session("app") as fresh:
-                assert fresh.mutex("job").lock(timeout=WAIT).token > EPOCH
+                assert fresh.mutex("job").lock(timeout=WAIT).token > restored_at
 
 
 def test_a_backup_needs_an_auth_file_and_an_admin_secret(tmp_path: Path) -> None:

@@ -45,8 +45,8 @@ def test_retuned_rates_keep_a_drained_bucket_and_drop_a_removed_rate() -> None:
         rates.take("c", 0.0)
 
 
-def test_a_reload_before_the_server_serves_is_refused_not_fatal() -> None:
-    refusal = reload_logged(None)  # (SIGHUP during a recovery: no server yet)
+async def test_a_reload_before_the_server_serves_is_refused_not_fatal() -> None:
+    refusal = await reload_logged(None)  # (SIGHUP during a recovery: no server yet)
     assert isinstance(refusal, ConfigError)
     assert "not serving" in str(refusal)
 
@@ -86,14 +86,14 @@ async def test_reload_takes_the_new_quotas_and_a_broken_file_changes_nothing(
         tokens = server.gate.tokens
         assert tokens is not None
         auth.write_text(auth_text(token("a", "sa", quota={"sessions": 3}), token("c", "sc")))
-        done = reload(server)
+        done = await reload(server)
         assert (done.added, done.removed, done.changed) == (("c",), ("b",), ("a",))
         assert server.gate.tokens is tokens  # in place: every holder sees the new tokens
         assert tokens.names == ["a", "c"]
         assert server.host.engine.ledger.quotas["a"].sessions == 3
         assert tokens.authenticate("sb") is None
         auth.write_text("[[token]]\n")
-        refusal = reload_logged(server)
+        refusal = await reload_logged(server)
         assert isinstance(refusal, ConfigError)
         assert str(auth) in str(refusal)
         assert tokens.names == ["a", "c"]

@@ -14,6 +14,7 @@ import ssl
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Self
 
@@ -48,16 +49,23 @@ Event = ServerMessage | ConnectionClosed
 
 
 class ServerProcess:
-    """``python -m tenure serve`` on a free port and a data directory; killed on exit."""
+    """``python -m tenure serve`` (or ``command`` ``serve``) on a free port and a data
+    directory; killed on exit."""
 
-    def __init__(self, data_dir: Path, *extra: str, env: dict[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        data_dir: Path,
+        *extra: str,
+        env: dict[str, str] | None = None,
+        command: Sequence[str] = (sys.executable, "-m", "tenure"),
+    ) -> None:
         self.data_dir = data_dir
         self.port = free_port()
         self.log_path = data_dir.parent / f"{data_dir.name}-{self.port}.log"
         self._log = self.log_path.open("wb")
         args = ["--port", str(self.port), "--data-dir", str(data_dir), *extra]
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "tenure", "serve", *args],
+            [*command, "serve", *args],
             stdin=subprocess.DEVNULL,
             stdout=self._log,
             stderr=subprocess.STDOUT,

@@ -28,6 +28,7 @@ from tests.ydb_face.raw import (
     Status,
     failure_of,
     node_call,
+    nothing_pending,
     open_session,
     quiet_server,  # noqa: F401  (the module's server)
     unary,
@@ -201,6 +202,37 @@ async def test_a_read_only_token_may_describe_but_not_change(guarded: YdbServer,
         refused = await reader.result(request, **fields)
         assert refused.status == Status.UNAUTHORIZED, request
     assert (await reader.ok("describe_semaphore", name="s")).semaphore_description.count == 0
+
+
+async def test_a_read_only_token_may_not_take_back_a_read_write_tokens_session(
+    guarded: YdbServer, raw: Raw
+) -> None:
+    """Issue 58, D7: a session's key (or a keyless session's id) is no right. A reader
+    that re-attaches a writer's session, holding or owned by a read-write token, is
+    refused UNAUTHORIZED, and the session stays its stream's; its own it re-attaches."""
+    path = f"{DATABASE}/{unique()}"
+    assert (await node_call(guarded, "Create", path, ticket(ADMIN))).status == Status.SUCCESS
+    holding = await open_session(raw, path, guarded, ticket(ADMIN), protection_key=b"admin-k")
+    assert (await holding.ok("acquire_semaphore", name="e", count=1, ephemeral=True)).acquired
+    keyless = await open_session(raw, path, guarded, ticket(ADMIN))
+    for session, key, why in (
+        (holding, b"admin-k", "holds or waits for locks"),
+        (keyless, b"", "is owned by read-write token 'admin'"),
+    ):
+        thief = await raw(guarded, metadata=ticket(READER))
+        start = {"path": path, "session_id": session.session_id, "protection_key": key}
+        await thief.send(session_start={**start, "timeout_millis": 5000})
+        failure = await failure_of(thief)
+        assert failure.status == Status.UNAUTHORIZED
+        assert why in failure.issues[0].message
+        assert "needs read-write access" in failure.issues[0].message
+        await nothing_pending(session)  # (still its stream's: nothing was taken from it)
+    described = await holding.ok("describe_semaphore", name="e", include_owners=True)
+    assert [o.session_id for o in described.semaphore_description.owners] == [holding.session_id]
+    mine = await open_session(raw, path, guarded, ticket(READER), protection_key=b"reader-k")
+    again = await raw(guarded, metadata=ticket(READER))
+    taken = await again.start(path, session_id=mine.session_id, protection_key=b"reader-k")
+    assert taken.session_id == mine.session_id
 
 
 async def test_a_node_limited_token_may_not_touch_other_nodes(guarded: YdbServer, raw: Raw) -> None:

@@ -27,6 +27,14 @@ export interface ConnectOptions {
   readonly ca?: string | Buffer;
   /** The name shown with this client's sessions (default: the script's). */
   readonly name?: string;
+  /**
+   * How long a request may go unanswered, ms (or `?request_timeout=` in seconds;
+   * default 30 000, at most 3 600 000): past it the request fails with a
+   * `RequestTimeoutError` and the connection is replaced, as a lost one is. A wait in
+   * a queue is not a request in flight (the server answers an acquire QUEUED at once
+   * and grants it later): `lock()` and `acquire()` wait as long as they are told to.
+   */
+  readonly requestTimeout?: number;
 }
 
 /** One server of a sharded client (or the only service): its doors as written, its link. */
@@ -214,10 +222,11 @@ export class Client implements AsyncDisposable {
 /**
  * Connect to the service `url` names: `tenure://h1:6388,h2:6388` (the doors of one
  * service, a cluster's members), `?token=`, `tenures://` (TLS), or
- * `tenure://h1:6388,h2:6388?sharded=true` (independent servers, each node on one).
+ * `tenure://h1:6388,h2:6388?sharded=true` (independent servers, each node on one);
+ * `?request_timeout=SECONDS` (or the `requestTimeout` option, ms) bounds each request.
  */
 export async function connect(url: string, options: ConnectOptions = {}): Promise<Client> {
-  const parsed = parseUrl(url, { token: options.token });
+  const parsed = parseUrl(url, { token: options.token }, { requestTimeout: options.requestTimeout });
   const name = options.name ?? (process.argv[1] ?? "node").split("/").pop() ?? "node";
   const groups = parsed.sharded ? parsed.doors.map((door) => [door]) : [parsed.doors];
   const shards = groups.map((doors) => ({

@@ -112,6 +112,14 @@ export class UnavailableError extends TenureError {
 }
 /** The connection was lost before the answer came: the request may or may not have run. */
 export class DisconnectedError extends UnavailableError {}
+/**
+ * A request went unanswered past the client's request deadline (`requestTimeout`,
+ * `?request_timeout=`): the server still holds the connection open (it may even
+ * answer pings) but not this request. The connection is replaced, as a lost one is;
+ * as with a `DisconnectedError`, the request may or may not have run. Not a
+ * `DisconnectedError`: the client never sends it again on its own.
+ */
+export class RequestTimeoutError extends UnavailableError {}
 /** This server of a cluster does not lead; `leader` is the one it names, if any. */
 export class NotLeaderError extends UnavailableError {
   static override readonly code: number = ErrorCode.NOT_LEADER;

@@ -31,5 +31,5 @@ export {
 } from "./replies.js";
 export { MAX_COUNT } from "./wire.js";
 export { PROTOCOL_VERSION } from "./codec.js";
-export { DEFAULT_PORT, parseUrl } from "./url.js";
+export { DEFAULT_PORT, DEFAULT_REQUEST_TIMEOUT, MAX_REQUEST_TIMEOUT, parseUrl, type ParsedUrl } from "./url.js";
 export * from "./errors.js";

@@ -5,7 +5,8 @@
  * requests by id, hands pushes to the sessions they name, pings within the
  * server's idle timeout and the sessions' windows, and after a lost connection
  * connects again (jittered backoff) and lets each session re-attach before its
- * requests go on.
+ * requests go on. A request unanswered past its deadline fails and its connection
+ * is replaced as a lost one is (deadline.ts).
  */
 import * as net from "node:net";
 import * as tls from "node:tls";
@@ -34,6 +35,7 @@ import {
   leaderNamed,
 } from "./errors.js";
 import type { Door, ParsedUrl } from "./url.js";
+import { anyOverdue, failOverdue, monotonicNow, tagOf, type InFlight } from "./deadline.js";
 
 /** How long one door may take to connect and greet, in ms. */
 export const CONNECT_TIMEOUT = 5_000;
@@ -43,15 +45,9 @@ const MIN_PATIENCE = 2_000;
 /** Attempts (each over every door, about 1.5 s in all) before a call without sessions fails. */
 const GIVE_UP_ATTEMPTS = 5;
 
-interface Pending {
-  resolve(value: unknown): void;
-  reject(error: Error): void;
-  sentAt: number;
-}
-
 /** One open connection: its socket, its greeting, what is in flight on it. */
 export class Connection {
-  readonly pending = new Map<number, Pending>();
+  readonly pending = new Map<number, InFlight>();
   readonly pings = new Map<number, number>();
   private nextId = 0;
   private nonce = 0;
@@ -63,18 +59,23 @@ export class Connection {
     readonly socket: net.Socket,
     readonly welcome: Welcome,
     readonly door: Door,
+    /** How long a request may go unanswered, ms (deadline.ts). */
+    readonly requestTimeout: number,
   ) {
     this.confirmedAt = Date.now();
   }
 
-  /** Send `command`; the reply value, or the error its Failure stands for. */
+  /**
+   * Send `command`; the reply value, or the error its Failure stands for; a
+   * `RequestTimeoutError` if no answer comes within `requestTimeout` (deadline.ts).
+   */
   request(command: WireCommand): Promise<unknown> {
     if (this.closed) return Promise.reject(new DisconnectedError("the connection was lost before the request was sent"));
     this.nextId = (this.nextId % 0xffff_ffff) + 1;
     const id = this.nextId;
     const frame = encodeRequest(id, command, this.welcome.maxFrameSize);
     return new Promise((resolve, reject) => {
-      this.pending.set(id, { resolve, reject, sentAt: Date.now() });
+      this.pending.set(id, { resolve, reject, sentAt: Date.now(), deadline: monotonicNow() + this.requestTimeout, tag: tagOf(command) });
       this.socket.write(frame);
     });
   }
@@ -320,7 +321,7 @@ export class Link {
                 return;
               }
               this.lastDoor = door;
-              connection = new Connection(socket, message, door);
+              connection = new Connection(socket, message, door, this.options.url.requestTimeout);
               resolve({ connection });
               continue;
             }
@@ -399,6 +400,7 @@ export class Link {
   private keepalive(): void {
     const connection = this.connection;
     if (connection === null || connection.closed) return;
+    if (anyOverdue(connection.pending, monotonicNow())) this.expire(connection);
     let interval = DEFAULT_PING_INTERVAL;
     for (const session of this.sessions.values()) interval = Math.min(interval, session.windowMs / 4);
     if (connection.welcome.idleTimeout > 0) interval = Math.min(interval, (connection.welcome.idleTimeout * 1000) / 3);
@@ -411,6 +413,21 @@ export class Link {
     }
     const lastPing = connection.pings.size > 0 ? Math.max(...connection.pings.values()) : connection.confirmedAt;
     if (now - Math.max(lastPing, connection.confirmedAt) >= interval) connection.ping();
+  }
+
+  /**
+   * A request on `connection` is past its deadline: fail it (`RequestTimeoutError`)
+   * and replace the connection. Decided after the loop has read what already arrived
+   * (`setImmediate` runs after the poll phase): an answer that came while this process
+   * itself was held up is in time, not late.
+   */
+  private expire(connection: Connection): void {
+    setImmediate(() => {
+      if (connection.closed) return;
+      const peer = `${connection.door.host}:${connection.door.port}`;
+      const why = failOverdue(connection.pending, monotonicNow(), connection.requestTimeout, peer);
+      if (why !== null) this.lost(connection, new DisconnectedError(`the connection to ${peer} was replaced: ${why}`));
+    });
   }
 }
 

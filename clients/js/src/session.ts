@@ -19,6 +19,7 @@ import {
   LeaseLostError,
   LostError,
   NotFoundError,
+  RequestTimeoutError,
   SessionClosedError,
   SessionExpiredError,
   TenureError,
@@ -37,6 +38,7 @@ import { formatTicket, parseTicket } from "./ticket.js";
 import { checkHandoff, parseHandoff } from "./handoff.js";
 import { adoptHold, offerHold } from "./handoff_calls.js";
 import { chooseHold, readState } from "./session_state.js";
+import { AbandonedHolds } from "./abandoned.js";
 
 /** What `client.session(node, options)` takes. */
 export interface SessionOptions {
@@ -101,6 +103,8 @@ export class Session implements LinkSession, LeaseKeeper, AsyncDisposable {
   private readonly watches = new Map<number, WatchHandler>();
   /** Hold numbers taken by an adoption in flight (no acquire may pick them). */
   private readonly adopting = new Map<string, { readonly name: string; readonly hold: number }>();
+  /** Acquires whose request went unanswered (abandoned.ts): released at the next re-attach. */
+  private readonly abandoned = new AbandonedHolds();
   private nextRequestId = 0;
   private attached: Promise<Connection>;
   private settle: ((connection: Connection) => void) | null = null;
@@ -199,7 +203,11 @@ export class Session implements LinkSession, LeaseKeeper, AsyncDisposable {
     return new Promise<Lease | null>((resolve, reject) => {
       const onAbort = (): void => {
         waiter.abortedWith = a.signal?.reason;
-        this.call(commands.cancelAcquire(this.sessionId, a.name, requestId, hold)).catch(() => undefined);
+        this.call(commands.cancelAcquire(this.sessionId, a.name, requestId, hold)).catch((error: unknown) => {
+          // The cancel went unanswered (the connection is replaced): the caller stops
+          // waiting now, and the re-attach releases whatever the server made of it.
+          if (error instanceof RequestTimeoutError && this.waiters.has(requestId)) this.abandon(waiter, abortError(waiter.abortedWith));
+        });
       };
       const done = (): void => {
         a.signal?.removeEventListener("abort", onAbort);
@@ -250,11 +258,19 @@ export class Session implements LinkSession, LeaseKeeper, AsyncDisposable {
       else if (result.status === BUSY) waiter.resolve(null);
       else waiter.queued = true;
     } catch (error) {
-      // A lost answer is settled after the re-attach (DescribeSession says what happened).
-      if (!(error instanceof DisconnectedError)) waiter.reject(error as Error);
+      // A lost answer is settled after the re-attach (DescribeSession says what happened);
+      // an unanswered one fails now, and the re-attach releases what it may have left.
+      if (error instanceof RequestTimeoutError) this.abandon(waiter, error);
+      else if (!(error instanceof DisconnectedError)) waiter.reject(error as Error);
     } finally {
       waiter.sending = false;
     }
+  }
+
+  /** Give up on `waiter` with `error`; its hold stays reserved until the re-attach releases it. */
+  private abandon(waiter: Waiter, error: Error): void {
+    this.abandoned.add(waiter.name, waiter.hold);
+    waiter.reject(error);
   }
 
   private granted(waiter: Waiter, token: bigint, count: bigint): void {
@@ -433,12 +449,14 @@ export class Session implements LinkSession, LeaseKeeper, AsyncDisposable {
       const { holds, waits, missed } = await readState((command) => connection.request(command), this.sessionId);
       this.reconcile(connection, holds, waits, missed);
     } catch (error) {
-      if (error instanceof DisconnectedError) return; // the next connection tries again
+      // The next connection tries again (an unanswered request replaced this one).
+      if (error instanceof DisconnectedError || error instanceof RequestTimeoutError) return;
       this.lose(error instanceof LostError ? error : new SessionExpiredError(`re-attach failed: ${(error as Error).message}`));
       return;
     }
     if (this.expiry !== null) clearTimeout(this.expiry);
     this.expiry = null;
+    this.abandoned.release((command) => connection.request(command), this.sessionId);
     const settle = this.settle;
     this.settle = null;
     this.attached = Promise.resolve(connection);
@@ -494,6 +512,7 @@ export class Session implements LinkSession, LeaseKeeper, AsyncDisposable {
     for (const lease of this.leases.values()) if (lease.name === name) taken.add(lease.hold);
     for (const waiter of this.waiters.values()) if (waiter.name === name) taken.add(waiter.hold);
     for (const place of this.adopting.values()) if (place.name === name) taken.add(place.hold);
+    for (const hold of this.abandoned.holdsOf(name)) taken.add(hold);
     return chooseHold(taken, name, asked);
   }
 

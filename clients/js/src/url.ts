@@ -1,13 +1,19 @@
 /**
  * What a `tenure://` or `tenures://` URL says, as Python's `tenure.backends._remote_url`
  * reads it: doors `host[:port]` separated by commas (default port 6388), and the
- * options `token`, `ca` (a PEM file for `tenures://`), `server_hostname` and `sharded`.
- * Options given to `connect` win over the URL's query; unknown ones are refused.
+ * options `token`, `ca` (a PEM file for `tenures://`), `server_hostname`, `sharded`
+ * and `request_timeout` (seconds, as every duration of a URL). Options given to
+ * `connect` win over the URL's query; unknown ones are refused.
  */
 import { InvalidArgumentError } from "./errors.js";
 
 /** The port of `tenure serve` unless a door names another. */
 export const DEFAULT_PORT = 6388;
+
+/** The request deadline unless one is given, ms: far above any answer of a working server. */
+export const DEFAULT_REQUEST_TIMEOUT = 30_000;
+/** The longest request deadline, ms: an hour, the bound of every duration a URL names (Python's). */
+export const MAX_REQUEST_TIMEOUT = 3_600_000;
 
 /** One address of the service: a server, or a member of a cluster. */
 export interface Door {
@@ -24,9 +30,17 @@ export interface ParsedUrl {
   readonly serverHostname: string | null;
   /** Independent servers, each holding the nodes that hash to it (`?sharded=true`). */
   readonly sharded: boolean;
+  /** How long a request may go unanswered before it fails and its connection is replaced, ms. */
+  readonly requestTimeout: number;
 }
 
-const KNOWN = new Set(["token", "ca", "server_hostname", "sharded"]);
+/** What `connect`'s options object says in its own units (milliseconds), over the URL. */
+export interface GivenOptions {
+  /** The request deadline, ms (over `?request_timeout=`, which is in seconds). */
+  readonly requestTimeout?: unknown;
+}
+
+const KNOWN = new Set(["token", "ca", "server_hostname", "sharded", "request_timeout"]);
 /** How `sharded` may be spelt, and what each spelling means (as Python's). */
 const SHARDED = new Map([
   ["true", true],
@@ -37,6 +51,11 @@ const SHARDED = new Map([
   ["no", false],
 ]);
 
+/** `url` with every `token=` value masked: what an error may say of a URL (never a secret). */
+export function maskedUrl(url: string): string {
+  return url.replace(/([?&]token=)[^&#]*/gi, "$1***");
+}
+
 /** A door as Python writes it (`Door.__str__`): what sharding hashes. */
 export function doorText(door: Door): string {
   return `${door.host.includes(":") ? `[${door.host}]` : door.host}:${door.port}`;
@@ -45,20 +64,48 @@ export function doorText(door: Door): string {
 function door(text: string, url: string): Door {
   const match = /^(\[[^\]]+\]|[^:[\]]+)(?::(\d+))?$/.exec(text);
   if (match === null) {
-    throw new InvalidArgumentError(`bad door ${JSON.stringify(text)} in ${url}: expected host or host:port`);
+    throw new InvalidArgumentError(`bad door ${JSON.stringify(text)} in ${maskedUrl(url)}: expected host or host:port`);
   }
   const host = match[1]!.replace(/^\[|\]$/g, "");
   const port = match[2] === undefined ? DEFAULT_PORT : Number(match[2]);
-  if (!(port > 0 && port < 65536)) throw new InvalidArgumentError(`bad port ${match[2]} in ${url}`);
+  if (!(port > 0 && port < 65536)) throw new InvalidArgumentError(`bad port ${match[2]} in ${maskedUrl(url)}`);
   return { host, port };
 }
 
-/** Read `url`; `options` (the `connect` call's) win over its query. */
-export function parseUrl(url: string, options: Readonly<Record<string, string | undefined>> = {}): ParsedUrl {
+/** `requestTimeout` of `connect`'s options: a number of milliseconds in (0, MAX_REQUEST_TIMEOUT]. */
+export function requestTimeoutMs(value: unknown): number {
+  if (typeof value !== "number" || !(value > 0 && value <= MAX_REQUEST_TIMEOUT)) {
+    const shown = typeof value === "number" ? String(value) : `a ${typeof value}`;
+    throw new InvalidArgumentError(`requestTimeout must be a number of milliseconds in (0, ${MAX_REQUEST_TIMEOUT}]; got ${shown}`);
+  }
+  return value;
+}
+
+/** `?request_timeout=` (seconds, as Python reads it) in ms; the default if absent. */
+function urlRequestTimeout(text: string | undefined): number {
+  if (text === undefined) return DEFAULT_REQUEST_TIMEOUT;
+  const seconds = /^\s*(\d+\.?\d*|\.\d+)(e[+-]?\d+)?\s*$/i.test(text) ? Number(text) : NaN;
+  if (!(seconds > 0 && seconds * 1000 <= MAX_REQUEST_TIMEOUT)) {
+    throw new InvalidArgumentError(
+      `request_timeout must be a number of seconds in (0, ${MAX_REQUEST_TIMEOUT / 1000}]; got ${JSON.stringify(text)}`,
+    );
+  }
+  return seconds * 1000;
+}
+
+/**
+ * Read `url`; `options` (the `connect` call's, as a URL spells them) win over its
+ * query, and `given` (its options object's, in its own units) over both.
+ */
+export function parseUrl(
+  url: string,
+  options: Readonly<Record<string, string | undefined>> = {},
+  given: GivenOptions = {},
+): ParsedUrl {
   const match = /^(tenures?):\/\/([^/?#]+)\/?(?:\?([^#]*))?$/.exec(url);
   if (match === null) {
     throw new InvalidArgumentError(
-      `expected tenure://host:port[,host:port...][?options] (or tenures://), got ${url.replace(/token=[^&]*/, "token=***")}`,
+      `expected tenure://host:port[,host:port...][?options] (or tenures://), got ${maskedUrl(url)}`,
     );
   }
   const merged: Record<string, string> = {};
@@ -72,6 +119,8 @@ export function parseUrl(url: string, options: Readonly<Record<string, string | 
   if (!SHARDED.has(sharded)) {
     throw new InvalidArgumentError(`sharded must be one of ${[...SHARDED.keys()].join(", ")}; got ${merged["sharded"]}`);
   }
+  const requestTimeout =
+    given.requestTimeout === undefined ? urlRequestTimeout(merged["request_timeout"]) : requestTimeoutMs(given.requestTimeout);
   const doors = match[2]!.split(",").map((part) => door(part.trim(), url));
   return {
     tls: match[1] === "tenures",
@@ -80,5 +129,6 @@ export function parseUrl(url: string, options: Readonly<Record<string, string | 
     ca: merged["ca"] ?? null,
     serverHostname: merged["server_hostname"] ?? null,
     sharded: SHARDED.get(sharded)!,
+    requestTimeout,
   };
 }

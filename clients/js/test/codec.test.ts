@@ -120,6 +120,7 @@ test("URLs read as Python reads them", () => {
     ca: null,
     serverHostname: null,
     sharded: false,
+    requestTimeout: 30_000,
   });
   assert.equal(parseUrl("tenure://h1,h2?sharded=yes").sharded, true);
   assert.throws(() => parseUrl("tenure://h1?sharded=maybe"), /sharded must be one of/);
@@ -127,6 +128,23 @@ test("URLs read as Python reads them", () => {
   assert.equal(parseUrl("tenure://h?token=a", { token: "b" }).token, "b");
   assert.throws(() => parseUrl("tenure:/h"), /expected tenure:\/\/host:port/);
   assert.throws(() => parseUrl("tenure://h?tokn=1"), /does not know the options tokn/);
+});
+
+test("a URL's token is never in an error (issue 58, D13)", () => {
+  // Before: a bad door or port named the whole URL, token and all; a bad scheme
+  // masked only the first token=.
+  for (const url of [
+    "tenure://h:99999?token=s3cr3t",
+    "tenure://h:1,:x?token=s3cr3t",
+    "tenure:/h?token=s3cr3t&token=s3cr3t",
+    "tenure://h:0?ca=x&token=s3cr3t",
+  ]) {
+    assert.throws(
+      () => parseUrl(url),
+      (error: unknown) => error instanceof Error && !error.message.includes("s3cr3t"),
+      url,
+    );
+  }
 });
 
 test("a ticket of Python's format reads back", () => {

@@ -9,6 +9,7 @@ ending the session, or describing it, finds each without walking the semaphore.
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Iterator, Mapping
 from collections.abc import Set as AbstractSet
 from types import MappingProxyType
@@ -40,6 +41,21 @@ Missed = AcquireFailed | LeaseLost
 MISSED_BYTES: Final = 300
 
 
+#: The length of what a session keeps of its protection key: its SHA-256 digest.
+KEY_DIGEST_BYTES: Final = 32
+
+
+def digest_key(key: bytes) -> bytes:
+    """What a session keeps of its protection key ``key``: its SHA-256 digest.
+
+    The engine only compares keys (a re-attach's, a resume's), so it keeps no key: a
+    snapshot, a backup or a journal read by another (a backup holds every session)
+    gives nothing that takes a session back. A plain hash suffices for keys drawn at
+    random (tenure's clients draw 16 or 32 bytes): nobody finds one from its digest.
+    """
+    return hashlib.sha256(key).digest()
+
+
 def missed_bytes(effect: Missed) -> int:
     """What keeping ``effect`` in a session's :attr:`Session.missed` costs in the memory
     budget's estimate (its owner's ``missed_bytes``): the name and the message are
@@ -66,13 +82,15 @@ class Session:
     ``usage`` counts what its owner holds (:mod:`tenure._core.quotas`): the methods
     count its waits and watches (with their names' bytes) there as they change (None:
     counted nowhere); the engine counts the session itself (:meth:`counted_bytes`).
+
+    ``key_digest`` is its protection key's digest (:func:`digest_key`), never the key.
     """
 
     session_id: int
     node: str
     timeout: float
     description: str
-    protection_key: bytes
+    key_digest: bytes
     seq_no: int
     expires_at: float | None = None
     identity: ClientIdentity = NO_IDENTITY
@@ -296,13 +314,14 @@ class Session:
     def counted_bytes(self) -> int:
         """What it counts in its owner's ``data_bytes`` (:mod:`tenure._core.quotas`):
         what its client chose the size of, its description, its identity's host and
-        name, and its protection key (its resume ticket's secret)."""
+        name; and its protection key's digest (what is kept of its resume ticket's
+        secret, whatever the key's length)."""
         identity = self.identity
         return (
             text_bytes(self.description)
             + text_bytes(identity.host)
             + text_bytes(identity.name)
-            + len(self.protection_key)
+            + len(self.key_digest)
         )
 
 

@@ -74,7 +74,7 @@ def dump(engine: Engine) -> Plain:
             s.node,
             s.timeout,
             s.description,
-            s.protection_key,
+            s.key_digest,
             s.seq_no,
             s.expires_at,
             s.identity.host,

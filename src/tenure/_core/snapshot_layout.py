@@ -35,7 +35,11 @@ so the quotas). Version 11 adds each node's max_holds (``"max_holds"``: ``[owner
 ends, waiter bounds]``, two lists parallel to ``owners`` and ``waiters``: each
 owner's end in engine time and each waiter's max_hold in seconds, nil where there
 is none; only on a node where one is set), and changed so that an older server
-refuses such a snapshot rather than let a bounded grant outlive its bound. Any
+refuses such a snapshot rather than let a bounded grant outlive its bound. Version
+12 keeps each session's protection key as its SHA-256 digest
+(:func:`tenure._core.session.digest_key`) where the key was, and changed so that an
+older server refuses such a snapshot rather than take a digest for a key; versions 1
+to 11 hold the keys themselves, and load with each hashed. Any
 version may carry each node's hand-off offers (``"offers"``: per offered hold its
 semaphore's name, session id, hold number and the digest of its secret, flat; only
 on a node that has one; :mod:`tenure._core.handlers.handoffs`): added without a new
@@ -56,11 +60,11 @@ from __future__ import annotations
 from typing import Any
 
 #: Bumped when the layout changes; :func:`load` refuses layouts it does not know.
-SNAPSHOT_VERSION = 11
+SNAPSHOT_VERSION = 12
 
 #: Values per object in the flat lists (see the module docstring).
-# id, node, timeout, description, protection key, seq_no, expires_at,
-# host, pid, client name, created_at (the last four new in version 5)
+# id, node, timeout, description, protection key (its digest since version 12),
+# seq_no, expires_at, host, pid, client name, created_at (the last four new in version 5)
 SESSION_FIELDS = 11
 SEMAPHORE_FIELDS = 7  # name, limit, data, ephemeral, blocked_until, #owners, #waiters
 # session id, count, data, token, lease ttl, lease deadline, hold, since (version 5)

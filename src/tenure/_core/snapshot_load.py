@@ -14,6 +14,7 @@ from tenure._core.engine import Engine
 from tenure._core.node import Node
 from tenure._core.ownership import load_owners
 from tenure._core.semaphore import Owner, Semaphore, Waiter, holder_key
+from tenure._core.session import KEY_DIGEST_BYTES, digest_key
 from tenure._core.snapshot_layout import (
     CLAIM_FIELDS,
     MISSED_FAILED,
@@ -53,7 +54,7 @@ def load(data: Plain, *, counted: bool = True) -> Engine:
         InvalidArgumentError: the data is not a snapshot this version can read.
     """
     version = data.get("version") if isinstance(data, dict) else None
-    if version not in (1, 2, 3, 4, 5, 6, 7, 8, 9, 10, SNAPSHOT_VERSION):
+    if version not in (1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, SNAPSHOT_VERSION):
         raise InvalidArgumentError(
             f"not a tenure engine snapshot of version 1 to {SNAPSHOT_VERSION} (got {version!r})"
         )
@@ -106,7 +107,7 @@ def _load(data: Plain, version: int, counted: bool) -> Engine:
             node.name,
             timeout,
             description,
-            key,
+            _digest(key, version),
             seq_no,
             expires_at,
             identity=identity,
@@ -147,6 +148,13 @@ def _load(data: Plain, version: int, counted: bool) -> Engine:
     engine.reschedule_all()
     load_owners(engine, data.get("owners") if version > 9 else None, counted=counted)
     return engine
+
+
+def _digest(key: object, version: int) -> bytes:
+    """A session's key digest: what version 12 keeps; before, the key, hashed here."""
+    if not isinstance(key, bytes) or (version > 11 and len(key) != KEY_DIGEST_BYTES):
+        raise ValueError(f"a session's key is not bytes, or its digest not {KEY_DIGEST_BYTES}")
+    return key if version > 11 else digest_key(key)
 
 
 def _load_offers(node: Node, plain: object) -> None:

@@ -121,6 +121,11 @@ class EngineState:
         #: (never by a client) and logged with the commands that make what it owns
         #: (CreateSession, CreateNode); "" (nobody): no quotas apply.
         self.actor = ""
+        #: Whether the session command being applied presents its protection key as
+        #: its digest (:func:`~tenure._core.session.digest_key`): set only by a
+        #: journal's replay, around a record that logged the digest instead of the
+        #: key; a client's command always presents the key itself.
+        self.keys_digested = False
         #: Effects queued since the host last took them, in the order they happened.
         self.effects: list[Effect] = []
 

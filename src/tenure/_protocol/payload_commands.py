@@ -30,11 +30,16 @@ from tenure._protocol.wire import (
     UINT,
     ArrayOf,
     Record,
+    Secret,
     Union,
     WireError,
     explain,
     plain,
 )
+
+#: A protection key or a hand-off's secret: a credential, whose value a malformed
+#: message's error (logged, and said in the GoingAway reason) never shows.
+_KEY: Final = Secret(BIN)
 
 _COMMANDS: Final = (
     # nodes: 1..9
@@ -50,7 +55,7 @@ _COMMANDS: Final = (
         c.CreateSession,
         [
             ("node", STR),
-            ("protection_key", BIN),
+            ("protection_key", _KEY),
             ("timeout", OPT_FLOAT),
             ("description", STR),
             ("identity", CLIENT_IDENTITY),  # protocol version 2
@@ -62,7 +67,7 @@ _COMMANDS: Final = (
         c.AttachSession,
         [
             ("session_id", UINT),
-            ("protection_key", BIN),
+            ("protection_key", _KEY),
             ("seq_no", UINT),
             ("timeout", OPT_FLOAT),  # gained (issue 27): a restated recovery window
             ("description", OPT_STR),  # gained (issue 27)
@@ -73,7 +78,9 @@ _COMMANDS: Final = (
     Record(c.DetachSession, [("session_id", UINT), ("silent_for", FLOAT)], tag=12),
     Record(c.CloseSession, [("session_id", UINT)], tag=13),
     Record(c.DescribeSession, [("session_id", UINT), ("after", STR), ("limit", UINT)], tag=14),
-    Record(c.ResumeSession, [("session_id", UINT), ("protection_key", BIN), ("node", STR)], tag=15),
+    Record(
+        c.ResumeSession, [("session_id", UINT), ("protection_key", _KEY), ("node", STR)], tag=15
+    ),
     Record(c.KillSession, [("node", STR), ("session_id", UINT)], tag=16),
     Record(c.ListSessions, [("node", STR), ("after", UINT), ("limit", UINT)], tag=17),
     # semaphores: 20..39
@@ -210,7 +217,7 @@ _COMMANDS: Final = (
             ("holder", UINT),
             ("holder_hold", UINT),
             ("token", UINT),
-            ("secret", BIN),
+            ("secret", _KEY),
             ("hold", UINT),
         ],
         tag=42,

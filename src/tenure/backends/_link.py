@@ -19,6 +19,10 @@ nothing: once a Ping waits a ping interval (``_link_pings``), the link asks the 
 doors who leads every ``FOLLOW_PAUSE`` and leaves for the one named (then skipping the
 silent one: ``Doors.went_silent``); attempts are that far apart while only standbys answer.
 
+Each request's answer must come within ``request_timeout``, or the request fails and
+the connection is replaced (:mod:`tenure.backends._link_deadline`): a server that
+answers Pings but no request leaves no caller waiting for ever.
+
 It also keeps the one number the client's safety rests on: :attr:`confirmed_at`,
 the monotonic time at which the client *sent* the latest request or ping that the
 server has answered on the current connection. The server received that frame
@@ -65,6 +69,7 @@ from tenure._protocol.messages import (
 )
 from tenure.backends._doors import Door, Doors
 from tenure.backends._link_conn import DisconnectedError, LinkConnection
+from tenure.backends._link_deadline import RequestDeadlines
 from tenure.backends._link_dial import NEWER, LinkOptions, check_version, greet, leader_elsewhere
 from tenure.backends._link_pings import FOLLOW_PAUSE, Keepalive
 from tenure.backends._link_words import (
@@ -146,6 +151,8 @@ class Link:
         self.last_error: BaseException | None = None
         #: Its pings (``_link_pings``): confirming an idle connection, finding it dead.
         self.keepalive = Keepalive(self, options.connect_timeout)
+        #: Its requests' deadlines (``_link_deadline``): an answer past it replaces the connection.
+        self.deadlines = RequestDeadlines(self, options.request_timeout)
         self._reconnector: asyncio.Task[None] | None = None
         #: The pause before the next connection attempt while reconnecting, in seconds.
         self.pause = 0.0
@@ -226,7 +233,9 @@ class Link:
 
         Waits for a connection until ``wait_until`` (loop time; None: forever), then
         raises UnavailableError. Raises :class:`DisconnectedError` if the connection is
-        lost before the answer: the command may or may not have been applied.
+        lost before the answer, :class:`~tenure.errors.RequestTimeoutError` if no answer
+        came within ``request_timeout`` (the connection is then replaced:
+        ``_link_deadline``): either way the command may or may not have been applied.
 
         With a connection ready (nearly always) the request is written at once and
         the awaitable is its answer's future: a request costs no coroutine here.
@@ -292,7 +301,9 @@ class Link:
             raise refused_locally(error) from None
         loop = self._loop
         future: asyncio.Future[R] = loop.create_future()
-        conn.pending[request_id] = (future, loop.time())
+        conn.pending[request_id] = (future, loop.time(), command)
+        if conn.watchdog is None:
+            self.deadlines.watch(conn)
         conn.send(data, defer=defer)
         return future
 
@@ -372,7 +383,7 @@ class Link:
         if isinstance(event, Push):
             self._home.push(event.effect)
         elif type(event) is Reply or type(event) is Failure:
-            future, sent_at = conn.pending.pop(event.request_id)
+            future, sent_at, _command = conn.pending.pop(event.request_id)
             if isinstance(event, Reply):
                 self.confirmed_at = max(self.confirmed_at, sent_at)
                 if not future.done():
@@ -441,7 +452,8 @@ class Link:
             self._reconnector.add_done_callback(self._tasks.discard)
 
     def _fail(self, conn: LinkConnection, error: TenureError) -> None:
-        for future, _sent_at in conn.pending.values():
+        conn.unwatch()
+        for future, _sent_at, _command in conn.pending.values():
             if not future.done():
                 future.set_exception(type(error)(*error.args))
                 future.exception()  # retrieved, so an abandoned one does not warn

@@ -13,6 +13,7 @@ import asyncio
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from tenure._core import Command
 from tenure._protocol import (
     NEED_DATA,
     ClientConnection,
@@ -47,18 +48,22 @@ class Receiver(Protocol):
 class LinkConnection:
     """One connection of a link, past its handshake: its transport, codec and requests.
 
-    ``pending``: request id -> (its answer's future, when it was sent);
-    ``pings``: Ping nonce -> when it was sent; ``going_away``: the server said
-    GoingAway (no new request goes out on it).
+    ``pending``: request id -> (its answer's future, when it was sent, the command),
+    in the order sent; ``pings``: Ping nonce -> when it was sent; ``going_away``: the
+    server said GoingAway (no new request goes out on it); ``watchdog``: the timer of
+    its oldest request's deadline (:mod:`tenure.backends._link_deadline`).
     """
 
     loop: asyncio.AbstractEventLoop
     transport: asyncio.Transport
     protocol: LinkProtocol
     codec: ClientConnection
-    pending: dict[int, tuple[asyncio.Future[Any], float]] = field(default_factory=dict)
+    pending: dict[int, tuple[asyncio.Future[Any], float, Command[Any]]] = field(
+        default_factory=dict
+    )
     pings: dict[int, float] = field(default_factory=dict)  # nonce -> sent at
     going_away: bool = False
+    watchdog: asyncio.TimerHandle | None = None
     #: Frames held back until the end of this turn of the loop (see :meth:`send`).
     unsent: list[bytes] = field(default_factory=list)
     #: Whether a frame was written in this turn (reset at its end).
@@ -92,6 +97,12 @@ class LinkConnection:
             self.unsent.append(data)
         else:
             self.transport.write(data)
+
+    def unwatch(self) -> None:
+        """Stop the timer of its requests' deadlines (the connection is given up)."""
+        if self.watchdog is not None:
+            self.watchdog.cancel()
+            self.watchdog = None
 
     def flush(self) -> None:
         """Write what waits for the turn's end now (before the connection is closed)."""

@@ -38,6 +38,7 @@ from tenure._protocol.messages import (
 )
 from tenure.backends._doors import Door, Doors
 from tenure.backends._link_conn import LinkConnection, LinkProtocol, Receiver
+from tenure.backends._link_deadline import REQUEST_TIMEOUT
 from tenure.backends._link_words import (
     describe_error,
     not_a_cluster,
@@ -76,6 +77,9 @@ class LinkOptions:
     token: str | None = None
     client_name: str = "tenure-python"
     connect_timeout: float = 5.0
+    #: Seconds a request's answer may take before the request fails and the
+    #: connection is replaced (``_link_deadline``).
+    request_timeout: float = REQUEST_TIMEOUT
     backoff_initial: float = 0.05
     backoff_max: float = 2.0
     max_frame_size: int = DEFAULT_MAX_FRAME_SIZE

@@ -74,6 +74,7 @@ from tenure.backends._store import BoundSession
 from tenure.backends._watch import EngineWatches
 from tenure.errors import (
     LostError,
+    RequestTimeoutError,
     SessionExpiredError,
     TenureError,
     UnavailableError,
@@ -255,8 +256,8 @@ class RemoteStore:
             await self._link.call_now(
                 AttachSession(self.session_id, self.protection_key, self.seq_no)
             )
-        except DisconnectedError:
-            raise
+        except (DisconnectedError, RequestTimeoutError):
+            raise  # (the connection's failure, not the session's: it is made again)
         except TenureError as error:
             reason = error if isinstance(error, LostError) else SessionExpiredError(str(error))
             self.session.lose(reason)
@@ -404,7 +405,7 @@ class Shard:
     async def _close_after_attach(self, store: RemoteStore) -> None:
         try:
             await self._attach_and_close(store)
-        except DisconnectedError:
+        except (DisconnectedError, RequestTimeoutError):
             self._to_close[store.session_id] = store
             raise
         except TenureError:

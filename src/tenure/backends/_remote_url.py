@@ -10,6 +10,7 @@ from urllib.parse import parse_qsl, urlsplit
 
 from tenure._url_options import seconds
 from tenure.backends._link import Door, LinkOptions
+from tenure.backends._link_deadline import REQUEST_TIMEOUT
 from tenure.backends._options import shown_url, withdraw_wait
 from tenure.errors import InvalidArgumentError
 
@@ -41,6 +42,7 @@ OPTIONS: Final = frozenset(
         "server_hostname",
         "ssl",
         "connect_timeout",
+        "request_timeout",
         "client_name",
         "sharded",
         "withdraw_wait",
@@ -140,6 +142,7 @@ def parse(url: str, options: Mapping[str, object]) -> RemoteOptions:
         raise InvalidArgumentError("connect_timeout must be a number of seconds") from None
     if not 0 < timeout < float("inf"):
         raise InvalidArgumentError("connect_timeout must be a positive number of seconds")
+    request_timeout = seconds(merged, "request_timeout", REQUEST_TIMEOUT)
     wait = withdraw_wait(merged)
     close_wait = seconds(merged, "close_wait", CLOSE_WAIT)
     sharded = flag(merged, "sharded")
@@ -148,6 +151,7 @@ def parse(url: str, options: Mapping[str, object]) -> RemoteOptions:
         token=None if token is None else str(token),
         client_name=str(merged.get("client_name", "tenure-python")),
         connect_timeout=timeout,
+        request_timeout=request_timeout,
     )
     given = merged.get("server_hostname")
     hostname = None if given is None else str(given)

@@ -22,7 +22,11 @@ Options, in the URL query or as keyword arguments of :func:`tenure.connect`
 implies TLS), ``cert`` and ``key`` (a client certificate, for mTLS),
 ``server_hostname`` (the name the server's certificate must carry),
 ``ssl`` (a ready :class:`ssl.SSLContext`, keyword only), ``connect_timeout``
-(seconds, default 5), ``client_name`` (shown in the server's logs), ``sharded``
+(seconds, default 5), ``request_timeout`` (seconds a request's answer may take,
+default 30: past it the request fails with :class:`~tenure.errors.RequestTimeoutError`
+and the connection is made again, :mod:`tenure.backends._link_deadline`; a queued
+acquire is answered at once, and waits for its grant as long as its own ``timeout``
+says), ``client_name`` (shown in the server's logs), ``sharded``
 (true/false, 1/0, yes/no; default false), ``withdraw_wait`` (as every
 backend's: docs/backends.md, "Cancellation") and ``close_wait`` (seconds the
 client's close waits to close on the server the sessions it gave up: default 5;

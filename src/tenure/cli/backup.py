@@ -130,6 +130,7 @@ def save(url: str, ca: Path | None, file: Path) -> int:
     backup over tenure:// to a client on its own host only.
     """
     from tenure.server._durability.backup import BadBackupError, read_backup, summary
+    from tenure.server._durability.storage import private_file
 
     scheme = scheme_of(url, "backup")
     partial = file.with_name(file.name + ".partial")
@@ -147,7 +148,7 @@ def save(url: str, ca: Path | None, file: Path) -> int:
             Status.USAGE,
         )
     try:
-        with _written(lambda: partial.open("wb"), file, partial) as out:
+        with _written(lambda: os.fdopen(private_file(partial), "wb"), file, partial) as out:
             write = _writing(out, file, partial)
             if scheme in HTTP_SCHEMES:
                 assert token is not None
@@ -248,12 +249,26 @@ def verify(file: Path, as_json: bool) -> int:
     metavar="URL",
     help="or a new cluster: etcd://HOST:PORT[,...]/NAME (a name not in use)",
 )
-@click.option("--force", is_flag=True, help="replace what DIR holds")
-def restore(file: Path, data_dir: Path | None, cluster: str | None, force: bool) -> int:
+@click.option("--force", is_flag=True, help="replace what DIR holds (a tenure data directory)")
+@click.option(
+    "--token-floor",
+    type=click.IntRange(min=1),
+    default=None,
+    metavar="N",
+    help="start the tokens above N too, not only above this machine's clock in nanoseconds "
+    "(docs/fencing.md, 'Across a restore')",
+)
+def restore(
+    file: Path, data_dir: Path | None, cluster: str | None, force: bool, token_floor: int | None
+) -> int:
     """Make DIR (or a new cluster) hold FILE's state; every token greater than the old."""
     from tenure.server._durability.backup import BadBackupError, read_backup
     from tenure.server._durability.dirlock import DataDirLockedError
-    from tenure.server._durability.restore import NotEmptyError
+    from tenure.server._durability.restore import (
+        BadTokenFloorError,
+        NotADataDirError,
+        NotEmptyError,
+    )
     from tenure.server._durability.restore import restore as restore_into
 
     if (data_dir is None) == (cluster is None):
@@ -261,12 +276,14 @@ def restore(file: Path, data_dir: Path | None, cluster: str | None, force: bool)
     try:
         backup = read_backup(file)
         if cluster is not None:
-            return _restore_cluster(file, backup, cluster)
+            return _restore_cluster(file, backup, cluster, token_floor or 0)
         assert data_dir is not None
-        done = restore_into(backup, data_dir, force=force)
+        done = restore_into(backup, data_dir, force=force, token_floor_at_least=token_floor or 0)
     except BadBackupError as error:
         raise CommandFailedError(str(error), Status.FAILED) from None
-    except NotEmptyError as error:
+    except BadTokenFloorError as error:
+        raise CommandFailedError(str(error), Status.USAGE) from None
+    except (NotEmptyError, NotADataDirError) as error:
         raise CommandFailedError(str(error), Status.USAGE) from None
     except DataDirLockedError:
         raise CommandFailedError(
@@ -284,7 +301,7 @@ def _restored(done: Restored) -> str:
     )
 
 
-def _restore_cluster(file: Path, backup: Backup, url: str) -> int:
+def _restore_cluster(file: Path, backup: Backup, url: str, token_floor: int) -> int:
     from tenure.server._durability.restore import restored_engine
 
     try:
@@ -296,7 +313,7 @@ def _restore_cluster(file: Path, backup: Backup, url: str) -> int:
             "pip install 'tenure[server,etcd]'",
             Status.USAGE,
         ) from None
-    engine, done = restored_engine(backup)
+    engine, done = restored_engine(backup, token_floor_at_least=token_floor)
     try:
         name = asyncio.run(restore_cluster(url, engine))
     except ValueError as error:

@@ -17,6 +17,7 @@ import asyncio
 import difflib
 import os
 import re
+import signal
 import sys
 from collections.abc import Sequence
 from typing import NoReturn
@@ -76,6 +77,9 @@ class ShortUsageParser(argparse.ArgumentParser):
 
 def serve_main(argv: Sequence[str]) -> int:
     """``tenure serve ARGS``: run a server until SIGTERM or SIGINT; the exit status."""
+    # SIGHUP held until the server's handler is set (its default ends the process; the
+    # console script held it already: _tenure_console, whose docstring says why).
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGHUP})
     from tenure.server._config.serve_config import ConfigError
     from tenure.server._config.serve_config import add_arguments as add_serve_arguments
     from tenure.server._faces import settings as face_settings

@@ -28,8 +28,9 @@ The runtime, here:
 * :mod:`tenure.server._server_acts`: the server's own acts for its native clients
   (``tenure backup`` and ``tenure reload`` at its ``tenure://`` URL: who may, a backup
   read a part at a time), over :mod:`tenure.server._backups`: a backup of the running
-  state as its bytes, from a forked child or a cluster's process, and the places of
-  ``--max-backups`` (the HTTP endpoint's backups read it too);
+  state as its bytes, from a forked child or a cluster's process, the places of
+  ``--max-backups`` (the HTTP endpoint's backups read it too), and the clock of
+  ``--backup-timeout`` that takes a stalled backup's place back;
 * :mod:`tenure.server._shards`: ``tenure serve --shards N``, N servers on one host,
   started, signalled and stopped together.
 

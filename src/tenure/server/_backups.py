@@ -17,6 +17,18 @@ reader asks: what the reader does not take stays in the pipe, and the child wait
 
 :class:`BackupSlots` bounds the backups taken at once (``--max-backups``): each holds
 a child's copy-on-write view of the state, or a process reading etcd.
+
+**A backup that does not move is given up** (``--backup-timeout``,
+:meth:`BackupStream.watch`): each :data:`CHUNK` the stream gives starts its clock
+again, and a backup that gives less in ``--backup-timeout`` seconds is stalled: its
+door closes its connection and the stream is closed (the child killed and reaped, the
+process killed), which frees its place. A rule on progress, not on the whole
+transfer: a backup of any size goes on while it moves (a deadline on the whole would
+have to be set for the largest state and the slowest link, so would free a stalled
+place only after that long), and a client that stops reading, or takes less than a
+chunk a period (a trickle), loses its place as surely as one that left. The clock runs
+whatever holds the backup up, its reader or its child (a process stuck on etcd holds
+a place just as long).
 """
 
 from __future__ import annotations
@@ -39,7 +51,15 @@ from tenure.server._durability.backup import BackupHeader, fork_dump, preamble
 if TYPE_CHECKING:
     from tenure.server._cluster.state_process import Spawned
 
-__all__ = ["CHUNK", "BackupFailedError", "BackupSlots", "BackupSource", "BackupStream"]
+__all__ = [
+    "CHUNK",
+    "BackupFailedError",
+    "BackupSlots",
+    "BackupSource",
+    "BackupStream",
+    "log_backup",
+    "log_stalled",
+]
 
 log = logging.getLogger("tenure.server")
 
@@ -89,6 +109,13 @@ class BackupStream:
         self._process: Spawned | None = None
         self._said: asyncio.Future[bytes] | None = None  # its standard error
         self._spawn = source.spawn
+        #: Whether its clock ran out (:meth:`watch`): it was given up.
+        self.stalled = False
+        self._timer: asyncio.TimerHandle | None = None
+        #: ``--backup-timeout``, once :meth:`watch` started its clock.
+        self.timeout = 0.0
+        self._on_stall: Callable[[], object] = _nothing
+        self._since = 0  # bytes given since the clock last started again
         if source.cluster:
             self._asked = {
                 "act": "backup",
@@ -110,6 +137,24 @@ class BackupStream:
         self.last_token = header.last_token
         self._child = fork_dump(engine)
         self._waiting.append(preamble(header))
+
+    def watch(self, timeout: float, stalled: Callable[[], object]) -> None:
+        """Start the clock of ``--backup-timeout`` (module docstring): ``stalled`` is
+        called once, by the loop, if the stream gives less than :data:`CHUNK` bytes in
+        ``timeout`` seconds (counted again from each chunk), until it is closed."""
+        self.timeout = timeout
+        self._on_stall = stalled
+        self._arm()
+
+    def _arm(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+        self._timer = asyncio.get_running_loop().call_later(self.timeout, self._stall)
+
+    def _stall(self) -> None:
+        self._timer = None
+        self.stalled = True
+        self._on_stall()
 
     @property
     def done(self) -> bool:
@@ -135,6 +180,10 @@ class BackupStream:
 
     def _hashed(self, part: bytes) -> bytes:
         self._digest.update(part)
+        self._since += len(part)
+        if self._since >= CHUNK and self._timer is not None:  # it moves: start again
+            self._since = 0
+            self._arm()
         return part
 
     async def _from_child(self) -> bytes:
@@ -189,13 +238,18 @@ class BackupStream:
 
     async def close(self) -> None:
         """Give up what still runs: a child killed and reaped, a process killed and
-        waited for. Idempotent; nothing to do once the stream ended."""
+        waited for; its clock stopped. Idempotent; nothing to do once the stream ended."""
+        if self._timer is not None:  # (first, before any await: it cannot stall now)
+            self._timer.cancel()
+            self._timer = None
         self._asked = None
         if self._child is not None:
             (pid, read_fd), self._child = self._child, None
-            os.close(read_fd)  # (a child still writing gets EPIPE, and exits)
+            # Killed before its pipe is closed: else a child still writing could
+            # first log a BrokenPipeError, as if it had failed on its own.
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
+            os.close(read_fd)
             await asyncio.get_running_loop().run_in_executor(None, _reap, pid)
         if self._process is not None:
             process, self._process = self._process, None
@@ -204,6 +258,10 @@ class BackupStream:
             if self._said is not None:
                 self._said.cancel()
                 self._said = None
+
+
+def _nothing() -> None:
+    """What a stream no door watches does when it stalls: it is never called."""
 
 
 def _last_token(said: str) -> int:
@@ -265,3 +323,17 @@ def log_backup(stream: BackupStream) -> dict[str, object]:
     }
     log.info("backup taken", extra={"event": "backup", "fields": fields})
     return fields
+
+
+def log_stalled(stream: BackupStream, peer: str, door: str, sent: int) -> str:
+    """Log a backup its clock gave up (event ``backup_timeout``: ``peer``, ``door``,
+    ``http`` or ``native``, ``bytes``: the ``sent`` to its client, ``backup_timeout``);
+    why, in words for its client and its audit line."""
+    timeout = stream.timeout
+    why = (
+        f"the backup moved less than {CHUNK // 1024} KiB in {timeout:g} s "
+        f"(--backup-timeout): given up after {sent} bytes; take it again"
+    )
+    fields = {"peer": peer, "door": door, "bytes": sent, "backup_timeout": timeout}
+    log.warning("backup given up: %s", why, extra={"event": "backup_timeout", "fields": fields})
+    return why

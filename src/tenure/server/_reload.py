@@ -6,8 +6,11 @@ changes what the files say, never which files there are, nor whether TLS or toke
 are on. Every file is loaded and checked first; one that does not load (missing,
 not PEM, a key that is not the certificate's, an auth file that does not parse or
 names a token twice) raises :class:`ConfigError` naming it and **changes nothing**:
-the server goes on with what it had. Only then is it all taken at once, between two
-steps of the engine (the event loop runs one thing at a time):
+the server goes on with what it had. The loading runs in a thread, off the event loop
+(an auth file of 100,000 tokens takes seconds to parse: the loop serves meanwhile),
+and its checks are linear in the tokens; one reload runs at a time. Only then is it
+all taken at once, between two steps of the engine (the event loop runs one thing at
+a time), in time linear in the tokens and connections:
 
 * **TLS**: the next handshake gets the new context (its certificate, key and client
   CAs); a connection made before keeps its own session, and is not dropped. The
@@ -23,7 +26,13 @@ steps of the engine (the event loop runs one thing at a time):
   a token of the new file; one that reconnects with the old secret is refused
   without counting as a guess, :attr:`~tenure.server._net.auth.Tokens.retired`).
   A token whose access, nodes or quotas changed keeps its connections: each later
-  command is judged by the new access and nodes. The faces (a
+  command is judged by the new access and nodes. A token **narrowed** (made
+  read-only, or its nodes changed) has each of its sessions that uses a right it
+  lost ended as an operator's kill would (:func:`_end_narrowed`): one on a node the
+  token may no longer touch, and, made read-only, one that holds or waits. Its
+  holds are released and its client is told its session expired; left alive, such
+  a session held its locks for as long as its client pinged, since the token could
+  no longer release or close it. The faces (a
   :class:`~tenure.server.plug.Reloading`) close their own connections of a removed or
   rotated token: dflockd's, and YDB's Session streams.
 * **Quotas**: the engine's ledger (:attr:`tenure._core.quotas.QuotaLedger.quotas`)
@@ -39,26 +48,30 @@ member reads its own files).
 
 from __future__ import annotations
 
+import asyncio
 import hmac
 import logging
 import ssl
-from collections.abc import Callable, Sequence
+import weakref
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from tenure.errors import ErrorCode
+from tenure._core import KillSession
+from tenure.errors import ErrorCode, TenureError
 from tenure.server._config.quota_settings import default_quota
 from tenure.server._config.settings import ConfigError
-from tenure.server._net.auth import Token, load_tokens
+from tenure.server._net.auth import Access, Token, Tokens, load_tokens
 from tenure.server._net.gate import Conn
 from tenure.server._net.tls import describe, server_context
 
 if TYPE_CHECKING:
     from tenure.server._serve import Server
+    from tenure.server.plug import Reloading
 
 log = logging.getLogger("tenure.server")
 
-__all__ = ["Prepare", "Reloaded", "reload", "reload_logged"]
+__all__ = ["Prepare", "Reloaded", "reload", "reload_by_signal", "reload_logged"]
 
 #: Another part's files to read again (the HTTP port's TLS files:
 #: :meth:`tenure.server._http.endpoint.Endpoint.prepare_tls`): loads and checks them
@@ -95,19 +108,60 @@ class Reloaded:
         }
 
 
-def reload(server: Server, also: Sequence[Prepare] = ()) -> Reloaded:
+#: One reload at a time per server: a second waits for the first, then reads the files
+#: as they are by then.
+_RELOADING: weakref.WeakKeyDictionary[Server, asyncio.Lock] = weakref.WeakKeyDictionary()
+
+#: The reloads SIGHUP started, each a task of its own (kept until it ends).
+_BY_SIGNAL: set[asyncio.Task[Reloaded | ConfigError]] = set()
+
+
+@dataclass(frozen=True, slots=True)
+class _Loaded:
+    """Every file read and checked, nothing taken yet."""
+
+    tls: ssl.SSLContext | None
+    fresh: Tokens | None
+    prepared: list[tuple[str, Callable[[], None]]]
+
+
+def _load(server: Server, prepares: Sequence[Prepare]) -> _Loaded:
+    """Read and check every file (in a thread: nothing here touches what the loop runs).
+
+    Raises:
+        ConfigError: a file does not load (the message names it).
+    """
+    config = server.config
+    tls = server_context(config.tls_cert, config.tls_key, config.tls_client_ca)
+    fresh = load_tokens(config.auth_file) if config.auth_file is not None else None
+    prepared = [step for step in (prepare() for prepare in prepares) if step is not None]
+    return _Loaded(tls, fresh, prepared)
+
+
+async def reload(server: Server, also: Sequence[Prepare] = ()) -> Reloaded:
     """Read ``server``'s TLS and auth files again, and ``also``'s, and take them all
     (module docstring).
 
     Raises:
-        ConfigError: a file does not load (the message names it); nothing changed.
+        ConfigError: a file does not load (the message names it), or the server
+            began to stop meanwhile; nothing changed.
     """
-    config, gate = server.config, server.gate
-    tls = server_context(config.tls_cert, config.tls_key, config.tls_client_ca)
-    fresh = load_tokens(config.auth_file) if config.auth_file is not None else None
-    faces = server.faces.reloading()
-    prepares = (*also, *(face.prepare_reload for face in faces))  # (YDB's TLS files)
-    prepared = [step for step in (prepare() for prepare in prepares) if step is not None]
+    async with _RELOADING.setdefault(server, asyncio.Lock()):
+        faces = server.faces.reloading()
+        prepares = (*also, *(face.prepare_reload for face in faces))  # (YDB's TLS files)
+        loaded = await asyncio.to_thread(_load, server, prepares)
+        if server.stopping:
+            raise ConfigError("nothing to reload: the server is stopping")
+        done, ended = _take(server, loaded, faces)
+        if ended:
+            await server.host.committed()  # (a narrowed token's sessions ended: durable)
+        return done
+
+
+def _take(server: Server, loaded: _Loaded, faces: Sequence[Reloading]) -> tuple[Reloaded, int]:
+    """Take what :func:`_load` read, at once (between two steps of the engine); what
+    changed, and how many sessions of narrowed tokens were ended."""
+    gate, tls, fresh, prepared = server.gate, loaded.tls, loaded.fresh, loaded.prepared
     # Everything loaded: from here nothing fails half-way, unless a file changes
     # between its check and its take (a step that loads it again in place): those
     # steps go first, so that such a failure leaves the server's own files untaken.
@@ -120,7 +174,7 @@ def reload(server: Server, also: Sequence[Prepare] = ()) -> Reloaded:
     others = tuple(name for name, _ in prepared)
     tokens = gate.tokens
     if tokens is None or fresh is None:
-        return Reloaded(describe(tls), others=others)
+        return Reloaded(describe(tls), others=others), 0
     before = {token.name: token for token in tokens.tokens}
     after = {token.name: token for token in fresh.tokens}
     added = tuple(name for name in after if name not in before)
@@ -130,23 +184,79 @@ def reload(server: Server, also: Sequence[Prepare] = ()) -> Reloaded:
         for name, token in after.items()
         if name in before and not hmac.compare_digest(before[name].digest, token.digest)
     )
+    new_secret = set(rotated)
     changed = tuple(
         name
         for name, token in after.items()
-        if name in before and name not in rotated and before[name] != token
+        if name in before and name not in new_secret and before[name] != token
     )
-    tokens.tokens = fresh.tokens
+    tokens.take(fresh)
     tokens.throttle.names = frozenset(tokens.names)
     gone = {before[name].digest for name in (*removed, *rotated)}
     tokens.retired = (tokens.retired | gone) - {token.digest for token in fresh.tokens}
     ledger = server.host.engine.ledger
-    ledger.quotas = tokens.quotas(default_quota(config))
+    ledger.quotas = tokens.quotas(default_quota(server.config))
     rates = server.served.commit.rates
     if rates is not None:
         rates.retune(ledger.quotas)
+    narrowed = {name: after[name] for name in changed if _narrows(before[name], after[name])}
+    ended = _end_narrowed(server, narrowed)
     closed = _close_gone(server, set(removed) | set(rotated), after)
     closed += sum(face.tokens_gone(frozenset((*removed, *rotated))) for face in faces)
-    return Reloaded(describe(tls), added, removed, rotated, changed, closed, others)
+    return Reloaded(describe(tls), added, removed, rotated, changed, closed, others), ended
+
+
+def _narrows(before: Token, after: Token) -> bool:
+    """Whether ``after`` lost a right ``before`` had: made read-only, or other nodes."""
+    made_read_only = before.access is Access.READ_WRITE and after.access is Access.READ_ONLY
+    return made_read_only or before.nodes != after.nodes
+
+
+def _end_narrowed(server: Server, narrowed: Mapping[str, Token]) -> int:
+    """End every session of a token of ``narrowed`` (its name: its new token) that uses a
+    right the token lost: on a node it may no longer touch, or, read-only now, holding
+    or waiting. As an operator's kill (:class:`KillSession`: its holds released, its
+    client told); each logged and audited; how many. A standby ends none: its leader
+    does."""
+    if not narrowed or not server.role.leading:
+        return 0
+    doomed = []
+    for session in server.host.engine.sessions.values():
+        usage = session.usage
+        token = narrowed.get(usage.owner) if usage is not None else None
+        if token is None:
+            continue
+        if not token.may_touch(session.node):
+            doomed.append((session, token, f"token {token.name!r} may no longer touch its node"))
+        elif token.access is Access.READ_ONLY and (session.held or session.waits):
+            doomed.append((session, token, f"token {token.name!r} was made read-only"))
+    ended = 0
+    for session, token, why in doomed:
+        node, sid = session.node, session.session_id
+        try:
+            server.host.execute(KillSession(node, sid))
+        except TenureError as error:  # (ended meanwhile, or the server cannot log)
+            log.warning("session %d of token %r not ended: %s", sid, token.name, error)
+            continue
+        ended += 1
+        fields = {"token": token.name, "node": node, "session_id": sid, "why": why}
+        log.info(
+            "session ended: its token lost a right it used (reload): %s",
+            why,
+            extra={"event": "narrowed_session_ended", "fields": fields},
+        )
+        server.audit.record(
+            "kill_session",
+            token=None,
+            address=None,
+            command="KillSession",
+            node=node,
+            session_id=sid,
+            via="reload",
+            why=why,
+            outcome="ok",
+        )
+    return ended
 
 
 def _close_gone(server: Server, gone: set[str], after: dict[str, Token]) -> int:
@@ -169,7 +279,15 @@ def _close_gone(server: Server, gone: set[str], after: dict[str, Token]) -> int:
     return closed
 
 
-def reload_logged(
+def reload_by_signal(server: Server | None, also: Sequence[Prepare] = ()) -> None:
+    """SIGHUP's handler: :func:`reload_logged` as a task of its own (a signal's handler
+    cannot wait for the files to load)."""
+    task = asyncio.get_running_loop().create_task(reload_logged(server, also))
+    _BY_SIGNAL.add(task)
+    task.add_done_callback(_BY_SIGNAL.discard)
+
+
+async def reload_logged(
     server: Server | None,
     also: Sequence[Prepare] = (),
     *,
@@ -186,7 +304,7 @@ def reload_logged(
         refusal = ConfigError("nothing to reload: the server is not serving")
     else:
         try:
-            done = reload(server, also)
+            done = await reload(server, also)
         except ConfigError as error:
             refusal = error
         else:

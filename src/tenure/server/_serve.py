@@ -332,9 +332,11 @@ class Server:
         self.faces.abort()
         self._done.set()
 
-    def _auth_failed(self, address: str, token: str | None, outcome: str) -> None:
-        """A failed login (or one refused while its address is blocked), on any listener."""
-        self.audit.record("auth_failed", token=token, address=address, outcome=outcome)
+    def _auth_failed(self, address: str, token: str | None, outcome: str, attempts: int) -> None:
+        """A failed login, or ``attempts`` refused while blocked, on any listener."""
+        self.audit.record(
+            "auth_failed", token=token, address=address, outcome=outcome, attempts=attempts
+        )
 
     # -- the sessions of a connection ---------------------------------------------------
 

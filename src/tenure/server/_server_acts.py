@@ -26,7 +26,13 @@ the backup is logged (event ``backup``), audited and over. The stream is read on
 far as the reads ask: a client that stops reading leaves the rest in the child's
 pipe. A connection reads one backup at a time; a backup holds one of the server's
 ``--max-backups`` places (shared with the HTTP endpoint's) until it is read to its
-end, fails, or its connection goes.
+end, fails, its connection goes, or it stalls: one that moves less than 256 KiB in
+``--backup-timeout`` seconds (:mod:`tenure.server._backups`; its client asks no
+more, or too little, or does not read its answers, so that the server stops reading
+its requests) is given up, its reads still queued answered TIMEOUT, and its
+connection sent away (GoingAway TIMEOUT, the reason; reset after ``--shutdown-grace``
+if its client does not read even that); logged (event ``backup_timeout``) and
+audited (``outcome``: ``timeout``).
 """
 
 from __future__ import annotations
@@ -38,10 +44,16 @@ from collections import deque
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Final
 
-from tenure._protocol import Failure, Reply, Request
+from tenure._protocol import Failure, Reply, Request, State
 from tenure._protocol.admin import FilesReloaded, ReadBackup, ReloadFiles
 from tenure.errors import ErrorCode, LimitExceededError
-from tenure.server._backups import BackupFailedError, BackupSource, BackupStream, log_backup
+from tenure.server._backups import (
+    BackupFailedError,
+    BackupSource,
+    BackupStream,
+    log_backup,
+    log_stalled,
+)
 from tenure.server._net.auth import Access
 from tenure.server._net.gate import Conn
 from tenure.server._reload import Prepare, reload_logged
@@ -105,6 +117,8 @@ class NativeActs:
         self.version = version
         #: Each connection's backup being read.
         self.reading: dict[Conn, BackupReading] = {}
+        #: The reloads asked and not answered yet (each a task: kept until it ends).
+        self.reloads: set[asyncio.Task[None]] = set()
 
     def answer(self, conn: Conn, request: Request) -> None:
         """Answer ReadBackup or ReloadFiles (:class:`tenure.server._net.acts.ServerActs`)."""
@@ -161,8 +175,27 @@ class NativeActs:
     # -- reload --------------------------------------------------------------------------
 
     def _reload(self, conn: Conn, request: Request) -> None:
+        # A task: the files load in a thread (seconds for a large auth file), the loop
+        # serving everyone meanwhile; this connection's later frames once it is answered
+        # (Conn.answering: its end of stream read first would leave the answer owed).
+        task = asyncio.get_running_loop().create_task(self._reload_answered(conn, request))
+        self.reloads.add(task)
+        task.add_done_callback(self.reloads.discard)
+        conn.answering = task
+
+    async def _reload_answered(self, conn: Conn, request: Request) -> None:
+        try:
+            await self._reload_answer(conn, request)
+        finally:
+            conn.answering = None
+
+    async def _reload_answer(self, conn: Conn, request: Request) -> None:
         token = conn.token.name if conn.token is not None else None
-        done = reload_logged(self.server, self.also, token=token, address=conn.host)
+        done = await reload_logged(self.server, self.also, token=token, address=conn.host)
+        # Gone meanwhile (its end of stream read, or closed): nobody to answer, and its
+        # codec, closed, would refuse the answer.
+        if conn.closing or conn.codec.state is State.CLOSED or conn.transport.is_closing():
+            return
         if isinstance(done, Exception):
             self.fail(conn, request, ErrorCode.PRECONDITION_FAILED, str(done))
             return
@@ -236,6 +269,7 @@ class BackupReading:
         self._ready = bytearray()  # read from the stream, not yet answered
         self._task: asyncio.Task[None] | None = None
         self._over = False
+        stream.watch(acts.server.config.backup_timeout, self._stalled)
 
     def ask(self, request: Request) -> None:
         """Queue a read; answered in order, as the stream gives its bytes."""
@@ -293,18 +327,32 @@ class BackupReading:
             if why is not None:
                 self.acts.fail(self.conn, request, code, why)
 
-    def give_up(self, why: str | None = None) -> None:
-        """Stop it: its connection went (``why`` None: nobody to tell), or began another
-        backup (its reads still queued are answered CANCELLED, ``why``). Its child or
-        process is stopped in a task of its own."""
+    def give_up(self, why: str | None = None, code: ErrorCode = ErrorCode.CANCELLED) -> None:
+        """Stop it: its connection went (``why`` None: nobody to tell), began another
+        backup, or it stalled (its reads still queued are answered ``code``, ``why``).
+        Its child or process is stopped in a task of its own."""
         if self._over:
             return
         task, self._task = self._task, None
         if task is not None:
             task.cancel()
-        self._stop(ErrorCode.CANCELLED, why)
+        self._stop(code, why)
         closing = asyncio.ensure_future(self.stream.close())
         closing.add_done_callback(_retrieved)
+
+    def _stalled(self) -> None:
+        """Its clock ran out (module docstring): given up, logged, audited, and its
+        connection sent away with the reason."""
+        if self._over:
+            return
+        conn = self.conn
+        why = log_stalled(self.stream, conn.peer, "native", self.offset)
+        self.acts.record(conn, "backup", "timeout", why=why)
+        self.give_up(why, ErrorCode.TIMEOUT)
+        if not conn.closing:
+            # Closed, not only ended: a client that does not read its answers keeps
+            # them (and the connection) on the server for as long as it likes.
+            self.acts.server.gate.send_away(conn, ErrorCode.TIMEOUT, why)
 
 
 def _retrieved(task: asyncio.Future[None]) -> None:

@@ -142,6 +142,10 @@ def run_shards(config: ServeConfig, argv: Sequence[str]) -> int:
 
     for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(signum, pass_on)
+    # SIGHUP was held from the command's first instruction (_tenure_console), and the
+    # shards inherited the hold (each releases its own once its handler is set): one
+    # sent meanwhile is passed on now.
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGHUP})
     status = 0
     ended: set[int] = set()
     # Polled (Popen's own waits only: a wait of the process's that reaped a shard

@@ -43,7 +43,7 @@ from tenure.server._logs import JsonFormatter as JsonFormatter  # where it used 
 from tenure.server._logs import announce_settings, hold_settings_line, setup_logging
 from tenure.server._net.tls import describe
 from tenure.server._reception import ListenError, Sockets, listening_sockets
-from tenure.server._reload import reload_logged
+from tenure.server._reload import reload_by_signal
 from tenure.server._serve import Server
 from tenure.server._server_acts import NativeActs
 from tenure.server._server_host import wal_host
@@ -83,7 +83,10 @@ async def serve(config: ServeConfig, *, ignore_late_signals: bool = False) -> in
     audit = AuditLog.from_config(config)  # (its thread opens the file: never the loop)
     # SIGHUP before the server serves (a long recovery): refused and logged, not the
     # end of the process (its default); once it serves, a reload (_serve_on).
-    loop.add_signal_handler(signal.SIGHUP, reload_logged, None)
+    loop.add_signal_handler(signal.SIGHUP, reload_by_signal, None)
+    # Held since the command's first instruction (_tenure_console): one sent meanwhile
+    # is delivered now, to the handler just set.
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGHUP})
     try:
         return await _serve_locked(config, journal, loop, audit)
     finally:
@@ -236,7 +239,7 @@ async def _serve_on(
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, server.stop)
     also = (endpoint.prepare_tls,) if endpoint is not None else ()
-    loop.add_signal_handler(signal.SIGHUP, reload_logged, server, also)
+    loop.add_signal_handler(signal.SIGHUP, reload_by_signal, server, also)
     server.act_with(NativeActs(server, also, tenure.__version__))  # (tenure backup, reload)
     if endpoint is not None:
         endpoint.serving(server)

@@ -21,8 +21,9 @@ Both sides of the boundary are here.
   ``send`` and ``finish``, the routing of an engine session's effects to the face, the
   settings (the face reads its own typed: ``plug.config.face(its FaceSettings)``) and
   its observer; and the few things a face works with besides: :class:`Token`,
-  :class:`Access` and :func:`denial` (the auth file's policy, as on the native
-  protocol), :class:`Connection` (what the outboxes write to), :func:`reset`.
+  :class:`Access`, :func:`denial` and :func:`take_back_denial` (the auth file's
+  policy, as on the native protocol), :class:`Connection` (what the outboxes write
+  to), :func:`reset`.
 * What the server asks of a face: a :class:`Face`, of one of two kinds by how its
   clients reach it. An :class:`AcceptedFace` is served on connections the server
   accepts: on the main port, where a first byte that cannot start a native frame
@@ -48,7 +49,7 @@ from tenure._runtime.clock import Clock
 from tenure.server._config.face_settings import FaceSettings, S
 from tenure.server._config.serve_config import ServeConfig
 from tenure.server._config.setting import Setting, in_range, one_of
-from tenure.server._net.auth import Access, Token, Tokens, denial
+from tenure.server._net.auth import Access, Token, Tokens, denial, take_back_denial
 from tenure.server._net.outbox import Connection, reset
 from tenure.server._net.throttle import peer_host
 from tenure.server._observe import Auditor, CounterFamily, FaceObserver, record_quota_refusal
@@ -81,6 +82,7 @@ __all__ = [
     "peer_host",
     "record_quota_refusal",
     "reset",
+    "take_back_denial",
 ]
 
 R = TypeVar("R")

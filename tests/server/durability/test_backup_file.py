@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import struct
+import time
 from pathlib import Path
 
 import msgpack
@@ -27,7 +28,10 @@ from tenure.server._durability.dirlock import DataDirLock, DataDirLockedError
 from tenure.server._durability.identity import INSTANCE_ID_FILE
 from tenure.server._durability.journal import Journal
 from tenure.server._durability.restore import (
-    EPOCH,
+    HEADROOM,
+    TOKEN_LIMIT,
+    BadTokenFloorError,
+    NotADataDirError,
     NotEmptyError,
     restore,
     restored_engine,
@@ -94,39 +98,77 @@ def test_damage_and_unknown_formats_are_refused(tmp_path: Path) -> None:
         read_backup(tmp_path / "other")
 
 
-def test_the_token_floor_is_past_the_next_epoch() -> None:
-    assert token_floor(0) == EPOCH
-    assert token_floor(41) == EPOCH
-    assert token_floor(EPOCH - 1) == EPOCH
-    assert token_floor(EPOCH) == 2 * EPOCH  # (a restored server's backup: the next epoch)
+#: A restore's wall clock in these tests (2027-01-15, in nanoseconds since 1970).
+CLOCK = 1_800_000_000 * 10**9
+
+
+def test_the_token_floor_is_the_restores_clock_or_the_operators_floor() -> None:
+    assert token_floor(41, CLOCK) == CLOCK
+    assert token_floor(CLOCK - 1, CLOCK) == CLOCK  # (a backup of a server restored then)
+    assert token_floor(41, CLOCK, at_least=CLOCK + 5) == CLOCK + 5  # --token-floor, higher
+    assert token_floor(41, CLOCK, at_least=7) == CLOCK  # (a lower one changes nothing)
+    # Later restores of the same backup start higher: a restore cannot reuse an
+    # earlier one's floor, even without seeing it.
+    floors = [token_floor(41, CLOCK + n) for n in range(3)]
+    assert floors == sorted(set(floors))
+
+
+def test_a_clock_behind_the_backup_is_refused_and_names_the_way_out() -> None:
+    # Before: the floor came from the backup alone (the next multiple of 2**48 above
+    # its token), the same for every restore of it; now a clock not ahead of the
+    # backup's tokens cannot order this restore after the ones that made them.
+    with pytest.raises(BadTokenFloorError, match=r"this machine's clock .* --token-floor N"):
+        token_floor(CLOCK, CLOCK)
+    with pytest.raises(BadTokenFloorError, match=rf"--token-floor {CLOCK + 9} .* {CLOCK + 10}"):
+        token_floor(CLOCK + 10, CLOCK, at_least=CLOCK + 9)
+    assert token_floor(CLOCK + 10, CLOCK, at_least=CLOCK + 11) == CLOCK + 11
+
+
+def test_a_floor_too_near_the_limit_is_refused_never_an_overflow() -> None:
+    # Before: a backup in the last token epoch ended in "internal error: OverflowError".
+    last = TOKEN_LIMIT - HEADROOM
+    assert token_floor(41, CLOCK, at_least=last) == last
+    with pytest.raises(BadTokenFloorError, match="fewer than 2\\*\\*48 tokens"):
+        token_floor(41, CLOCK, at_least=last + 1)
+    with pytest.raises(BadTokenFloorError, match="fewer than 2\\*\\*48 tokens"):
+        token_floor(TOKEN_LIMIT - 2, TOKEN_LIMIT - 1)
 
 
 def test_a_restored_engine_ends_its_sessions_and_moves_its_counters(tmp_path: Path) -> None:
     engine = engine_with_holds()
     write_backup(tmp_path / "b", engine)
-    restored, done = restored_engine(read_backup(tmp_path / "b"))
-    assert (done.sessions_ended, done.backup_token, done.token_floor) == (2, 2, EPOCH)
+    restored, done = restored_engine(read_backup(tmp_path / "b"), clock_ns=CLOCK)
+    assert (done.sessions_ended, done.backup_token, done.token_floor) == (2, 2, CLOCK)
     assert not restored.sessions
     assert set(restored.nodes["n"].semaphores) == {"a"}  # (b was ephemeral: gone with its holder)
     assert not restored.nodes["n"].semaphores["a"].owners
     assert not restored.nodes["n"].semaphores["a"].waiters
-    assert restored.last_token == EPOCH
+    assert restored.last_token == CLOCK
     assert restored.last_session_id >= 1 << 40
     session = restored.apply(CreateSession("n", b"k", 10.0), restored.now)
     grant = restored.apply(Acquire(session.session_id, "a", 1, request_id=1), restored.now)
-    assert grant.token == EPOCH + 1 > engine.last_token  # granted at once: nobody held it
+    assert grant.token == CLOCK + 1 > engine.last_token  # granted at once: nobody held it
+
+
+def test_a_restored_engine_starts_at_the_wall_clock_by_default(tmp_path: Path) -> None:
+    write_backup(tmp_path / "b", engine_with_holds())
+    before = time.time_ns()
+    _, done = restored_engine(read_backup(tmp_path / "b"))
+    assert before <= done.token_floor <= time.time_ns()
 
 
 def test_a_restored_directory_recovers_to_the_restored_state(tmp_path: Path) -> None:
     write_backup(tmp_path / "b", engine_with_holds())
     target = tmp_path / "data"
+    before = time.time_ns()
     done = restore(read_backup(tmp_path / "b"), target)
-    assert (done.sessions_ended, done.backup_token, done.token_floor) == (2, 2, EPOCH)
+    assert (done.sessions_ended, done.backup_token) == (2, 2)
+    assert before <= done.token_floor <= time.time_ns()
     assert len((target / INSTANCE_ID_FILE).read_bytes()) == 16
     journal = Journal(DataDir(target), background=False)
     engine = journal.open(100.0)
     try:
-        assert engine.last_token == EPOCH
+        assert engine.last_token == done.token_floor
         assert not engine.sessions
         assert set(engine.nodes) == {"n"}
     finally:
@@ -141,8 +183,14 @@ def test_a_restore_refuses_a_directory_in_use_or_not_empty(tmp_path: Path) -> No
     (target / "notes.txt").write_text("mine")
     with pytest.raises(NotEmptyError, match="--force"):
         restore(backup, target)
+    # Before: --force deleted whatever the directory held (a mistyped --data-dir).
+    with pytest.raises(NotADataDirError, match=r"'notes\.txt', and no instance-id"):
+        restore(backup, target, force=True)
     assert (target / "notes.txt").read_text() == "mine"
-    restore(backup, target, force=True)
+    (target / "notes.txt").unlink()
+    restore(backup, target)
+    (target / "notes.txt").write_text("left in a data directory")
+    restore(backup, target, force=True)  # (a data directory's files: replaced)
     assert not (target / "notes.txt").exists()
     first = (target / INSTANCE_ID_FILE).read_bytes()
     with DataDirLock(target), pytest.raises(DataDirLockedError):

@@ -3,6 +3,10 @@
 Rule 4 of the engine is kept here: an attached session never expires; a detached
 one expires ``timeout`` seconds after its client was last heard from, unless it is
 re-attached first, and its end releases all it holds and cancels all it waits for.
+
+A session keeps its protection key's digest, never the key
+(:func:`~tenure._core.session.digest_key`): AttachSession and ResumeSession compare it
+with the digest of the key they present.
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ from tenure._core.deadlines import SessionDeadline
 from tenure._core.effects import AcquireFailed, SessionEnded
 from tenure._core.quotas import Q_DATA_BYTES, Q_SESSIONS, text_bytes
 from tenure._core.semaphore import holder_key
+from tenure._core.session import KEY_DIGEST_BYTES, digest_key
 from tenure._core.shared_steps import settle, start_lock_delay
 from tenure._core.state import EngineState, Session
 from tenure._core.values import (
@@ -46,7 +51,10 @@ def create_session(state: EngineState, cmd: c.CreateSession, now: float) -> c.Se
     check_description(cmd.description)
     identity = check_identity(cmd.identity)
     key = cmd.protection_key
-    if not isinstance(key, bytes) or not 0 < len(key) <= MAX_PROTECTION_KEY_BYTES:
+    if state.keys_digested:  # (a replay of a record that logged the key's digest)
+        if not isinstance(key, bytes) or len(key) != KEY_DIGEST_BYTES:
+            raise InvalidArgumentError(f"a logged key's digest must be {KEY_DIGEST_BYTES} bytes")
+    elif not isinstance(key, bytes) or not 0 < len(key) <= MAX_PROTECTION_KEY_BYTES:
         raise InvalidArgumentError(f"protection_key must be 1 to {MAX_PROTECTION_KEY_BYTES} bytes")
     if len(node.sessions) >= node.config.max_sessions:
         raise LimitExceededError(
@@ -61,7 +69,7 @@ def create_session(state: EngineState, cmd: c.CreateSession, now: float) -> c.Se
         node.name,
         timeout,
         cmd.description,
-        key,
+        key if state.keys_digested else digest_key(key),  # (the key itself is not kept)
         1,
         identity=identity,
         created_at=now,
@@ -77,9 +85,7 @@ def create_session(state: EngineState, cmd: c.CreateSession, now: float) -> c.Se
 def attach_session(state: EngineState, cmd: c.AttachSession, now: float) -> c.SessionInfo:
     """Re-attach a session (right key, newer ``seq_no``): it no longer expires."""
     session = state.lookup_session(cmd.session_id)
-    if not isinstance(cmd.protection_key, bytes):
-        raise InvalidArgumentError("protection_key must be bytes")
-    if not hmac.compare_digest(session.protection_key, cmd.protection_key):
+    if not hmac.compare_digest(session.key_digest, presented_digest(state, cmd.protection_key)):
         raise PermissionDeniedError(f"wrong protection key for session {cmd.session_id}")
     if type(cmd.seq_no) is not int or cmd.seq_no <= session.seq_no:
         raise PreconditionFailedError(
@@ -115,12 +121,11 @@ def resume_session(state: EngineState, cmd: c.ResumeSession, now: float) -> c.Se
     attached, with the next ``seq_no``.
     """
     session = state.sessions.get(cmd.session_id)
-    if not isinstance(cmd.protection_key, bytes):
-        raise InvalidArgumentError("protection_key must be bytes")
+    presented = presented_digest(state, cmd.protection_key)
     if (
         session is None
         or session.node != cmd.node
-        or not hmac.compare_digest(session.protection_key, cmd.protection_key)
+        or not hmac.compare_digest(session.key_digest, presented)
     ):
         # A wrong key or node tells nothing about the sessions of others.
         raise SessionExpiredError(
@@ -161,6 +166,18 @@ def resume_session(state: EngineState, cmd: c.ResumeSession, now: float) -> c.Se
     session.seq_no += 1
     session.expires_at = None  # attached to its new owner: its deadline, if any, is dead
     return c.SessionInfo(sid, session.timeout, session.seq_no)
+
+
+def presented_digest(state: EngineState, key: object) -> bytes:
+    """The digest of the protection key a command presents, to compare with the one its
+    session keeps (a journal's replay presents the digest itself: ``keys_digested``).
+
+    Raises:
+        InvalidArgumentError: ``key`` is not bytes.
+    """
+    if not isinstance(key, bytes):
+        raise InvalidArgumentError("protection_key must be bytes")
+    return key if state.keys_digested else digest_key(key)
 
 
 def detach_session(state: EngineState, cmd: c.DetachSession, now: float) -> None:

@@ -118,7 +118,16 @@ class YdbFace:
             max_listed=settings.max_listed_resources,
         )
         self.sessions = YdbSessions(
-            host, database, send, finish, attach, forget, settings.ping_interval, observer, audit
+            host,
+            database,
+            send,
+            finish,
+            attach,
+            forget,
+            settings.ping_interval,
+            observer,
+            audit,
+            tokens=tokens,
         )
         #: The Session streams, served and kept.
         self.calls = SessionCalls(

@@ -22,6 +22,7 @@ if no stream re-attaches it within its timeout.
 from __future__ import annotations
 
 import contextlib
+import hmac
 import secrets
 from collections.abc import Callable
 from typing import Any, Final
@@ -39,6 +40,7 @@ from tenure._core import (
     SessionEnded,
     WatchFired,
 )
+from tenure._core.session import digest_key
 from tenure._core.values import ClientIdentity
 from tenure.compat.ydb import _protos as pb
 from tenure.compat.ydb.metrics import YdbCounts
@@ -52,9 +54,11 @@ from tenure.server.plug import (
     Auditor,
     Connection,
     HostCalls,
+    Tokens,
     denial,
     peer_host,
     record_quota_refusal,
+    take_back_denial,
 )
 
 #: The longest session timeout YDB takes (30 minutes), in milliseconds.
@@ -85,10 +89,14 @@ class YdbSessions:
         ping_interval: float,
         observer: YdbCounts | None = None,
         audit: Auditor | None = None,
+        tokens: Tokens | None = None,
     ) -> None:
         """``observer``: told of each request answered (None: not measured); ``audit``:
-        where a refusal by a quota or the memory budget is recorded (None: off)."""
+        where a refusal by a quota or the memory budget is recorded (None: off);
+        ``tokens``: the auth file's (whose is a session a stream takes back: None,
+        without an auth file)."""
         self.audit = audit
+        self.tokens = tokens
         self.host = host
         self.database = database
         self._send_bytes = send
@@ -198,9 +206,14 @@ class YdbSessions:
         last = session.seq_no >> 32
         if start.seq_no < last:
             raise pb.StatusError(pb.Status.BAD_SESSION, "Attach request is out of sequence")
-        key = session.protection_key
-        if key != KEY_PREFIX and key != KEY_PREFIX + start.protection_key:
-            raise pb.StatusError(pb.Status.BAD_SESSION, "Attach request protection key mismatch")
+        # (The engine keeps the key's digest: the key is the one it was started with,
+        # none, or the one this start gives, whichever the digest is of.)
+        key = KEY_PREFIX
+        if not hmac.compare_digest(session.key_digest, digest_key(key)):
+            key = KEY_PREFIX + start.protection_key
+            if not hmac.compare_digest(session.key_digest, digest_key(key)):
+                why = "Attach request protection key mismatch"
+                raise pb.StatusError(pb.Status.BAD_SESSION, why)
         seq_no = start.seq_no << 32 if start.seq_no > last else session.seq_no + 1
         # YDB takes the re-attaching start's timeout and description as the session's.
         attach = AttachSession(
@@ -309,10 +322,14 @@ class YdbSessions:
         )
 
     def _execute(self, stream: SessionStream, command: Command[Any]) -> Any:
-        """Apply ``command`` for ``stream``, as its token may (UNAUTHORIZED if it may not)."""
+        """Apply ``command`` for ``stream``, as its token may (UNAUTHORIZED if it may not;
+        a re-attach as the session's use needs too: ``take_back_denial``)."""
         if stream.token is not None:
             node = stream.node or None
             why = denial(stream.token, command, node)
+            if why is None and isinstance(command, AttachSession):
+                session = self.host.engine.sessions.get(command.session_id)
+                why = take_back_denial(stream.token, command, session, self.tokens)
             if why is not None:
                 raise pb.StatusError(pb.Status.UNAUTHORIZED, why)
         # (The server's metrics count what the engine applied, from any protocol; what

@@ -64,6 +64,7 @@ _TENURE: Final = frozenset(
         "key",
         "server_hostname",
         "connect_timeout",
+        "request_timeout",
         "client_name",
         "sharded",
         "withdraw_wait",

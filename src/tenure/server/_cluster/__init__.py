@@ -32,7 +32,7 @@ from tenure.server._cluster.member import ClusterMember
 from tenure.server._config.cluster_url import parse_cluster_url
 from tenure.server._config.serve_config import ServeConfig
 from tenure.server._reception import listening_sockets
-from tenure.server._reload import reload_logged
+from tenure.server._reload import reload_by_signal
 
 if TYPE_CHECKING:
     from tenure.server._http.endpoint import Endpoint
@@ -83,7 +83,7 @@ async def run(
         # SIGHUP: the current term's server reads its files again (the next keeps them);
         # before the first term serves, refused and logged.
         also = (endpoint.prepare_tls,) if endpoint is not None else ()
-        loop.add_signal_handler(signal.SIGHUP, lambda: reload_logged(member.server, also))
+        loop.add_signal_handler(signal.SIGHUP, lambda: reload_by_signal(member.server, also))
         # (Its handlers are removed by serve(), once everything has stopped.)
         return await member.run(sockets, advertised(config, port))
     finally:

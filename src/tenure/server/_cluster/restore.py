@@ -1,7 +1,7 @@
 """A new cluster made from a backup: ``tenure restore FILE --cluster etcd://.../NAME``.
 
 The restored state (:func:`tenure.server._durability.restore.restored_engine`: its
-sessions ended, its fencing counter at the next token epoch) becomes the cluster's
+sessions ended, its fencing counter at the restore's wall clock) becomes the cluster's
 first snapshot, at log index 0 and term 0, exactly as a leader's snapshot is kept
 (its chunks, then its pointer: :mod:`tenure.server._cluster.store`). The first
 member started with that URL loads it as any member loads a cluster's state, appends

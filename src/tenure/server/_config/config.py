@@ -127,6 +127,7 @@ class ServeConfig:
     dashboard_max_streams: int = 64  # event streams served at once
     dashboard_max_streams_per_token: int = 8  # per token (per address without tokens)
     max_backups: int = 1  # backups taken at once
+    backup_timeout: float = 300.0  # a backup moving under 256 KiB in this long is given up
     dashboard_ticket_ttl: float = 28800.0  # a dashboard login's lifetime
     dashboard_actions: bool = False  # without tokens: may the dashboard end sessions?
     log_format: str = "auto"

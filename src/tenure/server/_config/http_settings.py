@@ -187,6 +187,17 @@ HTTP_SETTINGS: Final = (
         in_range(1, 16),
     ),
     Setting(
+        "backup_timeout",
+        float,
+        300.0,
+        "S",
+        "a backup (tenure backup, POST /admin/backup) that moves less than 256 KiB to its "
+        "client in this many seconds (a client that stops reading, or reads slower) is "
+        "given up: its connection closed, its child killed, its place among --max-backups "
+        "freed; 1 to 86400 (default: %(default)s)",
+        in_range(1, 86400),
+    ),
+    Setting(
         "dashboard_ticket_ttl",
         float,
         28800.0,

@@ -56,7 +56,7 @@ class DataDirLock:
             DataDirLockedError: another process holds it (a BlockingIOError).
             OSError: the directory is unusable.
         """
-        path.mkdir(parents=True, exist_ok=True)
+        path.mkdir(mode=0o700, parents=True, exist_ok=True)  # (storage.PRIVATE_DIR)
         self.path = path
         self._file_fd: int | None = None
         self._dir_fd = -1

@@ -13,6 +13,14 @@ ticks that changed it, each with its time. A record is one msgpack array:
 * ``[3, now]``: a restart: the engine was resumed on a new process's clock, whose
   time was ``now`` (fresh recovery windows and lease TTLs, see
   :func:`tenure._core.snapshot.resume`). The records after it are on that clock.
+* ``[4, now, command(, actor)]``: as ``1``, for a command that presents a session's
+  protection key (:data:`KEYED`: CreateSession, AttachSession, ResumeSession),
+  logged with the key's SHA-256 digest in its place
+  (:func:`~tenure._core.session.digest_key`), so that the log never holds a key: the
+  engine keeps only the digest, and the replay presents it as such
+  (``keys_digested``). (Older logs hold such commands as ``1``, with the key: they
+  replay as they are, the key hashed as it is applied.) A server older than this
+  record refuses the log rather than take a digest for a key.
 
 The data directory's log (:mod:`tenure.server._durability.journal`) and a cluster's
 log in etcd (:mod:`tenure.server._cluster`) hold the same records.
@@ -20,6 +28,7 @@ log in etcd (:mod:`tenure.server._cluster`) hold the same records.
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 from typing import Final
 
@@ -27,6 +36,7 @@ import msgspec
 
 from tenure._core import (
     Acquire,
+    AttachSession,
     CancelAcquire,
     CancelWatch,
     Command,
@@ -44,8 +54,10 @@ from tenure._core import (
     NodeConfig,
     Release,
     Renew,
+    ResumeSession,
     WatchPrefix,
 )
+from tenure._core.session import digest_key
 from tenure._core.snapshot import resume
 from tenure._protocol.payloads import COMMAND, decode_command, encode_command
 from tenure._protocol.wire import WireError
@@ -54,6 +66,10 @@ from tenure.errors import CorruptLogError, TenureError
 COMMAND_RECORD: Final = 1
 TICK_RECORD: Final = 2
 RESUME_RECORD: Final = 3
+KEYED_RECORD: Final = 4
+
+#: Commands that present a session's protection key: logged with its digest instead.
+KEYED: Final = frozenset({CreateSession, AttachSession, ResumeSession})
 
 
 #: Commands whose record names who sent them: what they make is the sender's.
@@ -89,15 +105,23 @@ def command_record(
     shows it for every command the native face takes); another encoder's equivalent
     layout (an int for a whole float) replays to the same command. None: the
     command is encoded here (a command of another face, or of the server's own, or
-    one the host rewrote).
+    one the host rewrote). A command of :data:`KEYED` is logged with its key's digest
+    (a ``4`` record), never from its frame: the frame holds the key.
     """
-    if type(command) in READ_ONLY:
+    kind = type(command)
+    if kind in READ_ONLY:
         return None
-    # The command in its wire layout, as encoded (and checked) by the protocol's codec.
-    layout = msgspec.Raw(encode_command(command) if raw is None else raw)
-    if actor and type(command) in OWNED_BY_SENDER:
-        return msgspec.msgpack.encode([COMMAND_RECORD, now, layout, actor])
-    return msgspec.msgpack.encode([COMMAND_RECORD, now, layout])
+    record = COMMAND_RECORD
+    if isinstance(command, CreateSession | AttachSession | ResumeSession):  # (KEYED)
+        digested = dataclasses.replace(command, protection_key=digest_key(command.protection_key))
+        layout = msgspec.Raw(encode_command(digested))
+        record = KEYED_RECORD
+    else:
+        # The command in its wire layout, as encoded (and checked) by the protocol's codec.
+        layout = msgspec.Raw(encode_command(command) if raw is None else raw)
+    if actor and kind in OWNED_BY_SENDER:
+        return msgspec.msgpack.encode([record, now, layout, actor])
+    return msgspec.msgpack.encode([record, now, layout])
 
 
 def tick_record(now: float) -> bytes:
@@ -122,9 +146,11 @@ def apply_record(engine: Engine, record: bytes, what: str, where: object) -> Non
         kind, when = read.kind, read.when
         if kind == TICK_RECORD and not read.command:
             engine.tick(when)
-        elif kind == COMMAND_RECORD and read.command:
+        elif kind in (COMMAND_RECORD, KEYED_RECORD) and read.command:
             command = _logged_command(read.command)
             assert isinstance(command, Command)
+            if kind == KEYED_RECORD and type(command) not in KEYED:
+                raise ValueError(f"a keyed record of {type(command).__name__}")
             # A logged acquire was let wait: a replay never decides a deadlock again
             # (this engine's limit, or a later version's rule, might decide otherwise).
             limit, engine.deadlock_search_limit = engine.deadlock_search_limit, 0
@@ -136,12 +162,15 @@ def apply_record(engine: Engine, record: bytes, what: str, where: object) -> Non
             # what the command makes is its logged sender's, as it was.
             enforcing, actor = engine.ledger.enforcing, engine.actor
             engine.ledger.enforcing, engine.actor = False, read.actor
+            # A keyed record presents the key's digest (the key was never logged).
+            engine.keys_digested = kind == KEYED_RECORD
             try:
                 engine.apply(command, when)
             finally:
                 engine.deadlock_search_limit = limit
                 engine.max_nodes, engine.node_ceilings = max_nodes, ceilings
                 engine.ledger.enforcing, engine.actor = enforcing, actor
+                engine.keys_digested = False
         elif kind == RESUME_RECORD and not read.command:
             engine.take_effects()
             resume(engine, when)

@@ -55,6 +55,21 @@ from tenure.server._durability.tails import scan
 log = logging.getLogger("tenure.storage")
 
 #: The largest record the log accepts (a snapshot may be larger: see SNAPSHOT_LIMIT).
+#: The modes of what the data directory holds: the journal and snapshots carry every
+#: session's protection key, with which a client may resume the session; nobody but
+#: the server's user reads them (issue 58, D7). Likewise a backup (tenure backup).
+PRIVATE_FILE: Final = 0o600
+PRIVATE_DIR: Final = 0o700
+
+
+def private_file(path: Path) -> int:
+    """A new (or truncated) file at ``path`` for writing, readable by its owner alone,
+    whatever the umask; its descriptor."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, PRIVATE_FILE)
+    os.fchmod(fd, PRIVATE_FILE)  # (a file that was there keeps its mode through O_CREAT)
+    return fd
+
+
 RECORD_LIMIT: Final = 16 * 1024 * 1024
 SNAPSHOT_LIMIT: Final = 4 * 1024 * 1024 * 1024 - 1
 _SEGMENT = re.compile(r"^wal-([0-9a-f]{16})\.log$")
@@ -96,7 +111,7 @@ class Compaction:
 
     def write(self, snapshot: bytes) -> None:
         """Write the snapshot whole to the temp file and fsync it (nothing else)."""
-        with self.temp.open("wb") as file:
+        with os.fdopen(private_file(self.temp), "wb") as file:
             file.write(MAGIC + _HEAD.pack(len(snapshot), zlib.crc32(snapshot)) + snapshot)
             file.flush()
             os.fsync(file.fileno())
@@ -220,7 +235,7 @@ class DataDir:
 
     def recover(self) -> Recovered:
         """Read the newest whole snapshot and every record after it; open for appending."""
-        self.path.mkdir(parents=True, exist_ok=True)
+        self.path.mkdir(mode=PRIVATE_DIR, parents=True, exist_ok=True)
         if not os.access(self.path, os.W_OK):
             raise PermissionError(f"data directory {self.path} is not writable")
         segments = self._numbered(_SEGMENT)
@@ -427,7 +442,8 @@ class DataDir:
             os.close(self._fd)
             self._fd = None
         path = self._segment_path(number)
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o666)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, PRIVATE_FILE)
+        os.fchmod(fd, PRIVATE_FILE)  # (a segment an older build made keeps its mode otherwise)
         self._fd, self._segment = fd, number
         self._size = os.fstat(fd).st_size
         self._next_chunk = FIRST_PREALLOCATION

@@ -81,7 +81,7 @@ async def reload_files(request: web.Request) -> web.Response:
     token = admin_token(request, server.gate.tokens, "reload", _error, without)
     if isinstance(token, web.Response):
         return token
-    done = reload_logged(
+    done = await reload_logged(
         server, request.app.get(RELOADS, ()), token=token.name, address=request.remote
     )
     if isinstance(done, Exception):

@@ -13,17 +13,25 @@ protocol's ReadBackup reads it (:mod:`tenure.server._server_acts`); the backups 
 both count against ``--max-backups`` together. Each backup is logged (event
 ``backup``: ``loop_items``, the engine's items walked on the loop, always 0;
 ``chunks``; ``last_token``) and audited.
+
+A backup that moves less than 256 KiB in ``--backup-timeout`` seconds (its client
+stopped reading, or trickles; :mod:`tenure.server._backups`) is given up: its
+connection is reset (the status, 200, is long sent: a body cut short is how its client
+learns), its child killed and reaped, its place freed; logged (event
+``backup_timeout``) and audited (``outcome``: ``timeout``).
 """
 
 from __future__ import annotations
 
+import asyncio
 from typing import Final
 
 from aiohttp import web
 
-from tenure.server._backups import BackupStream, log_backup
+from tenure.server._backups import BackupStream, log_backup, log_stalled
 from tenure.server._http.admin import admin_token
 from tenure.server._http.application import SERVING
+from tenure.server._net.outbox import reset
 from tenure.server._serve import Server
 from tenure.server._server_acts import backup_source
 
@@ -73,17 +81,42 @@ async def _stream(request: web.Request, server: Server, admin: str) -> web.Strea
     """Take the backup and stream it (the caller counted it in)."""
     # (Made before any await: a single server's child is forked now.)
     stream = BackupStream(backup_source(server, request.app.get(_VERSION_KEY, "")))
+    task = asyncio.current_task()
+    assert task is not None
+    # Stalled, the handler is stopped wherever it waits: on a write its client does
+    # not take, or on a child or process that gives nothing.
+    stream.watch(server.config.backup_timeout, task.cancel)
     response = web.StreamResponse(headers={"Content-Type": "application/octet-stream"})
+    sent = 0  # the bytes written (the last write's, once it returned)
     try:
         await response.prepare(request)
         while (part := await stream.next()) is not None:
             await response.write(part)
+            sent += len(part)
         await response.write_eof()
+    except asyncio.CancelledError:
+        if not stream.stalled or task.uncancel() > 0:
+            raise  # (stopped by someone else too: the server going away)
+        await stream.close()
+        _stalled(request, server, admin, stream, sent)
+        return response
     finally:
         await stream.close()
     fields = log_backup(stream)
     server.audit.record("backup", token=admin, address=request.remote, outcome="ok", **fields)
     return response
+
+
+def _stalled(
+    request: web.Request, server: Server, admin: str, stream: BackupStream, sent: int
+) -> None:
+    """The backup stalled (module docstring): its connection reset, logged, audited."""
+    if request.transport is not None:
+        # A reset, not a close: a client that does not read would keep what the
+        # kernel holds for it (and its connection) for as long as it likes.
+        reset(request.transport)
+    why = log_stalled(stream, str(request.remote), "http", sent)
+    server.audit.record("backup", token=admin, address=request.remote, outcome="timeout", why=why)
 
 
 def add_backup_routes(app: web.Application, version: str = "") -> None:

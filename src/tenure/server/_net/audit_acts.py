@@ -6,8 +6,9 @@ a session killed) is recorded whatever its outcome; any other command only when 
 is refused by its token's rights (``denied``) or by a quota or the memory budget
 (``quota_refused``). :func:`what_of` names what the command acted on: the command,
 the node, and for each kind what tells the act apart (a kill's session, an alteration's
-settings, a drop's ``force``, an annex's key). Never the data a command carries (an
-annex's value, a semaphore's data: a client's bytes may be anything, a secret too).
+settings, a drop's ``force``, an annex's key, the session an attach or a resume
+names). Never the data a command carries (an annex's value, a semaphore's data, a
+protection key: a client's bytes may be anything, a secret too).
 """
 
 from __future__ import annotations
@@ -15,7 +16,16 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Final
 
-from tenure._core import AlterNode, Command, CreateNode, DropNode, KillSession, SetNodeAnnex
+from tenure._core import (
+    AlterNode,
+    AttachSession,
+    Command,
+    CreateNode,
+    DropNode,
+    KillSession,
+    ResumeSession,
+    SetNodeAnnex,
+)
 from tenure.errors import ErrorCode
 from tenure.server._net.auth import SessionLike, command_node
 
@@ -54,7 +64,7 @@ def what_of(
     node = command_node(command, sessions)
     if node is not None:
         what["node"] = node
-    if isinstance(command, KillSession):
+    if isinstance(command, KillSession | AttachSession | ResumeSession):
         what["session_id"] = command.session_id
     elif isinstance(command, AlterNode):
         what["changes"] = {str(name): value for name, value in command.changes.items()}

@@ -12,7 +12,7 @@ The auth file (``--auth-file``, TOML) lists the tokens the server accepts::
     data_bytes = 67108864          # data_bytes, recovery_window, requests_per_second
 
 Only SHA-256 digests of the secrets are kept in memory; a Hello's token is hashed
-and compared with each with :func:`hmac.compare_digest`.
+and looked up by its digest (:meth:`Tokens.authenticate`).
 
 A token's quotas (:func:`Tokens.quotas`) are its own ``[token.quota]`` values over
 the server-wide defaults (``--quota-*``); a read-only token's defaults are at most
@@ -27,6 +27,13 @@ acquire, release, renew, and create, change and delete semaphores and nodes (set
 a node's annex is changing the node, as AlterNode). The node a command touches is
 :func:`command_node`: named by node commands and CreateSession, the session's own
 node for every session command.
+
+Taking a session back (AttachSession, ResumeSession) with its key is acting as the
+session, so it also needs every right the session's use needs
+(:func:`take_back_denial`): a read-only token may not take back a session that holds
+or waits, nor one a read-write token owns. A key is a secret, not a right: one read
+in a backup, or anywhere, does not let a reader close a writer's session and so
+release its locks.
 """
 
 from __future__ import annotations
@@ -38,6 +45,7 @@ import hmac
 import re
 import tomllib
 from collections.abc import Mapping
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Final, Protocol
@@ -78,7 +86,8 @@ from tenure._core import (
     UpdateSemaphore,
     WatchPrefix,
 )
-from tenure._core.quotas import NO_QUOTA, Quota
+from tenure._core.quotas import NO_QUOTA, Quota, Usage
+from tenure._core.session import digest_key
 from tenure._protocol.admin import ReadBackup, ReloadFiles
 from tenure._protocol.cluster import ClusterStatus
 from tenure.errors import InvalidArgumentError
@@ -188,6 +197,35 @@ class SessionLike(Protocol):
         ...
 
 
+class KeptSession(SessionLike, Protocol):
+    """What :func:`take_back_denial` reads of a session, besides its node."""
+
+    @property
+    def session_id(self) -> int:
+        """Its id."""
+        ...
+
+    @property
+    def key_digest(self) -> bytes:
+        """Its protection key's digest (:func:`~tenure._core.session.digest_key`)."""
+        ...
+
+    @property
+    def held(self) -> AbstractSet[str]:
+        """The names of the semaphores it holds."""
+        ...
+
+    @property
+    def waits(self) -> AbstractSet[str]:
+        """The names of the semaphores it waits for."""
+        ...
+
+    @property
+    def usage(self) -> Usage | None:
+        """Its owner's usage (``usage.owner``: the owner's token name; None: nobody's)."""
+        ...
+
+
 def command_node(command: Command[object], sessions: Mapping[int, SessionLike]) -> str | None:
     """The node ``command`` touches; None for a session the engine does not know."""
     if isinstance(
@@ -219,11 +257,53 @@ def denial(token: Token, command: Command[object], node: str | None) -> str | No
     return None
 
 
+def take_back_denial(
+    token: Token,
+    command: AttachSession | ResumeSession,
+    session: KeptSession | None,
+    tokens: Tokens | None,
+) -> str | None:
+    """Why ``token`` may not take ``session`` back with ``command`` (its right key
+    given), or None if it may (module docstring). Checked after :func:`denial`.
+
+    A read-write token may (:func:`denial` checked the session's node). A read-only one
+    may not take back a session that holds or waits (its use is read-write), nor one
+    whose owner is a read-write token of ``tokens`` (its owner may use it so at any
+    moment). A command whose key (or, for ResumeSession, node) is not the session's,
+    or of no session, is left to the engine, which refuses it as any wrong key: what a
+    guesser is told says nothing of the session.
+    """
+    if token.access is Access.READ_WRITE or session is None:
+        return None
+    key = command.protection_key
+    if not isinstance(key, bytes) or not hmac.compare_digest(session.key_digest, digest_key(key)):
+        return None
+    if isinstance(command, ResumeSession) and command.node != session.node:
+        return None
+    usage = session.usage
+    owner = tokens.named(usage.owner) if tokens is not None and usage is not None else None
+    if session.held or session.waits:
+        why = "holds or waits for locks"
+    elif owner is not None and owner.access is Access.READ_WRITE:
+        why = f"is owned by read-write token {owner.name!r}"
+    else:
+        return None
+    return (
+        f"token {token.name!r} is read-only: it may not send {type(command).__name__} on "
+        f"node {session.node!r}: session {session.session_id} {why}, and taking it back "
+        "needs read-write access"
+    )
+
+
 class Tokens:
     """The tokens of an auth file: who a Hello's token is, if anybody."""
 
     def __init__(self, tokens: list[Token], path: Path | None = None) -> None:
         self.tokens = tuple(tokens)
+        #: Each token by the digest of its secret (unique: :func:`load_tokens` checks).
+        self._by_digest = {token.digest: token for token in self.tokens}
+        #: Each token by its name (unique: :func:`load_tokens` checks).
+        self._by_name = {token.name: token for token in self.tokens}
         self.path = path
         #: Failures per peer address, shared by every listener that checks these
         #: tokens (set by the server from its settings; by default it never blocks).
@@ -241,16 +321,27 @@ class Tokens:
         """The token names, in file order (safe to log)."""
         return [token.name for token in self.tokens]
 
+    def take(self, fresh: Tokens) -> None:
+        """Hold ``fresh``'s tokens from now on, in place (a reload: every part that
+        holds this object sees them)."""
+        self.tokens, self._by_digest = fresh.tokens, fresh._by_digest
+        self._by_name = fresh._by_name
+
+    def named(self, name: str) -> Token | None:
+        """The token called ``name`` ("" or a name no longer in the file: None)."""
+        return self._by_name.get(name)
+
     def authenticate(self, secret: str | None) -> Token | None:
-        """The token whose secret is ``secret``, or None (also for no secret at all)."""
+        """The token whose secret is ``secret``, or None (also for no secret at all).
+
+        Found by the digest of ``secret`` in a dict, in constant time whatever the
+        number of tokens: what a lookup's timing could tell is about a SHA-256 digest,
+        which says nothing of the secret that would help guess it (comparing every
+        token's digest in turn took 100,000 comparisons a login with 100,000 tokens).
+        """
         if not secret:
             return None
-        digest = hashlib.sha256(secret.encode()).digest()
-        found = None
-        for token in self.tokens:  # no early exit: every digest is compared
-            if hmac.compare_digest(digest, token.digest):
-                found = token
-        return found
+        return self._by_digest.get(hashlib.sha256(secret.encode()).digest())
 
     def is_retired(self, secret: str | None) -> bool:
         """Whether ``secret`` is one a reload removed or rotated (:attr:`retired`)."""
@@ -278,6 +369,8 @@ def load_tokens(path: Path) -> Tokens:
     if not isinstance(entries, list) or not entries:
         raise ConfigError(f"auth file {path}: no [[token]] tables (nobody could connect)")
     tokens: list[Token] = []
+    names: set[str] = set()
+    by_digest: dict[bytes, Token] = {}  # (checks linear in the tokens, not quadratic)
     for index, entry in enumerate(entries, 1):
         where = f"auth file {path}, token #{index}"
         if not isinstance(entry, dict):
@@ -286,11 +379,13 @@ def load_tokens(path: Path) -> Tokens:
             token = _token(entry)
         except ValueError as error:
             raise ConfigError(f"{where}: {error}") from None
-        for other in tokens:
-            if other.name == token.name:
-                raise ConfigError(f"{where}: the name {token.name!r} is used twice")
-            if hmac.compare_digest(other.digest, token.digest):
-                raise ConfigError(f"{where}: {token.name!r} has the secret of {other.name!r}")
+        if token.name in names:
+            raise ConfigError(f"{where}: the name {token.name!r} is used twice")
+        other = by_digest.get(token.digest)
+        if other is not None:
+            raise ConfigError(f"{where}: {token.name!r} has the secret of {other.name!r}")
+        names.add(token.name)
+        by_digest[token.digest] = token
         tokens.append(token)
     return Tokens(tokens, path)
 

@@ -33,7 +33,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Final
 
-from tenure._core import Command
+from tenure._core import AttachSession, Command, ResumeSession
 from tenure._protocol import (
     GoingAway,
     Hello,
@@ -48,7 +48,15 @@ from tenure._protocol import (
 )
 from tenure.errors import ErrorCode, NotLeaderError
 from tenure.server._config.serve_config import ServeConfig
-from tenure.server._net.auth import SessionLike, Token, Tokens, command_node, denial, load_tokens
+from tenure.server._net.auth import (
+    KeptSession,
+    Token,
+    Tokens,
+    command_node,
+    denial,
+    load_tokens,
+    take_back_denial,
+)
 from tenure.server._net.listen import Admitted
 from tenure.server._net.pauses import PauseWatch
 from tenure.server._net.throttle import Throttle, peer_host
@@ -99,6 +107,11 @@ class Conn:
     #: has caught up (``tenure.server._net.native``), the connection's later ones after it.
     held_back: Request | None = None
     awaits_host: bool = False  # a wake-up is asked of the host (when_caught_up)
+    #: A request answered in a task of its own (a reload: its files load in a thread):
+    #: the connection's later frames are read once it is answered, so that an end of
+    #: stream read meanwhile cannot close the connection with its answer owed.
+    answering: asyncio.Task[None] | None = None
+    awaits_answer: bool = False  # a wake-up is asked of ``answering``
     #: A scoped ListNodes answered in slices: its request, the names found so far, the
     #: name to go on after (``tenure.server._net.native``).
     listing: tuple[Request, list[str], str] | None = None
@@ -286,12 +299,19 @@ class Gate:
     # -- authorization --------------------------------------------------------------------
 
     def denial(
-        self, conn: Conn, command: Command[object], sessions: Mapping[int, SessionLike]
+        self, conn: Conn, command: Command[object], sessions: Mapping[int, KeptSession]
     ) -> str | None:
-        """Why the connection's token may not send ``command``, or None if it may."""
-        if conn.token is None:
+        """Why the connection's token may not send ``command``, or None if it may: its
+        rights (:func:`~tenure.server._net.auth.denial`) and, to take a session back,
+        the session's (:func:`~tenure.server._net.auth.take_back_denial`)."""
+        token = conn.token
+        if token is None:
             return None
-        return denial(conn.token, command, command_node(command, sessions))
+        why = denial(token, command, command_node(command, sessions))
+        if why is None and isinstance(command, AttachSession | ResumeSession):
+            session = sessions.get(command.session_id)
+            why = take_back_denial(token, command, session, self.tokens)
+        return why
 
     # -- timeouts -------------------------------------------------------------------------
 

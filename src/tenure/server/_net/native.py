@@ -15,6 +15,7 @@ tenure.server._session_table, tenure.server._observe and tenure.server.plug.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 from collections.abc import Callable
@@ -150,6 +151,9 @@ class NativeFace:
             event: Hello | Request | Ping | ConnectionClosed | None = None
             if ended:
                 pass
+            elif conn.answering is not None:
+                self._wait_for_answer(conn, conn.answering, accepted)
+                return False
             elif conn.held_back is not None:
                 if self.host.behind():
                     self._wait_for_host(conn, accepted)
@@ -190,6 +194,20 @@ class NativeFace:
             accepted.serve_later()
 
         self.host.when_caught_up(wake)
+
+    def _wait_for_answer(
+        self, conn: Conn, answering: asyncio.Task[None], accepted: AcceptedProtocol
+    ) -> None:
+        """Serve ``conn`` again once ``answering`` is done (asked once at a time)."""
+        if conn.awaits_answer:
+            return
+        conn.awaits_answer = True
+
+        def wake(_: asyncio.Task[None]) -> None:
+            conn.awaits_answer = False
+            accepted.serve_later()
+
+        answering.add_done_callback(wake)
 
     def _on_message(self, conn: Conn, message: Hello | Request | Ping) -> None:
         self.gate.frame(conn)

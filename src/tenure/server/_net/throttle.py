@@ -37,10 +37,15 @@ logged once, when it begins: one line per burst per address or name, not one per
 attempt.
 
 The counters (:attr:`Throttle.refused_total`, :meth:`Throttle.blocked`) are what
-a metrics collector reads. Every failure and every attempt refused while blocked is
-told to :attr:`Throttle.audit` (the server's audit log, ``--audit-log``), with the
-address and the token's name when the credential named a token the auth file has
-(never the text of a name it does not have: a secret typed as a user name).
+a metrics collector reads. Every failure is told to :attr:`Throttle.audit` (the
+server's audit log, ``--audit-log``), with the address and the token's name when the
+credential named a token the auth file has (never the text of a name it does not
+have: a secret typed as a user name). Attempts refused while blocked are *counted*
+and told at most once per :data:`TELL_EVERY` seconds per address or name, each time
+with how many were refused since it was last told (the first of a block at once; the
+rest at the next refusal past the interval, or at the first attempt once the block
+is over): one client hammering a blocked address wrote a line per attempt, 26,139
+in 10 s, and rotated the trail away in half an hour.
 """
 
 from __future__ import annotations
@@ -55,6 +60,9 @@ log = logging.getLogger("tenure.server")
 
 #: The window failures are counted in, in seconds.
 WINDOW: Final = 60.0
+#: How often, at most, the attempts refused while an address or a name is blocked
+#: are told to the audit log (each time with their count), in seconds.
+TELL_EVERY: Final = 10.0
 #: How many addresses, and how many attempted names, are tracked at most (each costs
 #: a few hundred bytes): the default of ``--auth-max-tracked``.
 DEFAULT_MAX_TRACKED: Final = 10_000
@@ -71,6 +79,8 @@ class _Count:
     failures: int = 0
     blocked_until: float = 0.0
     refused: int = 0  # attempts refused during the current block
+    untold: int = 0  # refused and not told to the audit log yet
+    told_at: float = float("-inf")  # when refusals were last told
     #: For a name: the addresses that logged in as it, most recent last.
     known: list[str] = field(default_factory=list)
 
@@ -125,10 +135,11 @@ class Throttle:
         self.refused_total = 0
         #: Blocks begun since the start (of addresses and of names).
         self.blocks_total = 0
-        #: Told ``(address, token, outcome)`` of each failed attempt (``authentication``)
-        #: and each refused while blocked (``blocked``); ``token``: the name the
+        #: Told ``(address, token, outcome, attempts)`` of each failed attempt
+        #: (``authentication``, 1) and, at most each :data:`TELL_EVERY` seconds, of the
+        #: ``attempts`` refused while blocked (``blocked``); ``token``: the name the
         #: credential named, if the auth file has it, else None (module docstring).
-        self.audit: Callable[[str, str | None, str], None] | None = None
+        self.audit: Callable[[str, str | None, str, int], None] | None = None
 
     def check(self, addr: str, now: float, target: str | None = None) -> bool:
         """Whether an attempt from ``addr`` (at the token named ``target``, when the
@@ -140,23 +151,38 @@ class Throttle:
             peer.refused += 1
             self.refused_total += 1
             self._peers.move_to_end(addr)
-            self._tell(addr, target, "blocked")
+            self._refused(peer, addr, target, now)
             return False
+        if peer is not None and peer.untold:  # (its block is over: the rest told now)
+            self._tell_refused(peer, addr, target, now)
         if target is None:
             return True
         aimed = self._targets.get(target)
+        if aimed is not None and aimed.untold and now >= aimed.blocked_until:
+            self._tell_refused(aimed, addr, target, now)
         if aimed is None or now >= aimed.blocked_until or addr in aimed.known:
             return True  # (its owner's addresses are still heard: module docstring)
         aimed.refused += 1
         self.refused_total += 1
         self._targets.move_to_end(target)
-        self._tell(addr, target, "blocked")
+        self._refused(aimed, addr, target, now)
         return False
 
-    def _tell(self, addr: str, target: str | None, outcome: str) -> None:
-        """Tell :attr:`audit` of an attempt refused (the name only if a token has it)."""
+    def _refused(self, count: _Count, addr: str, target: str | None, now: float) -> None:
+        """One attempt refused because ``count``'s block holds: counted, and told with
+        those before it once :data:`TELL_EVERY` has passed since the last telling."""
+        count.untold += 1
+        if now - count.told_at >= TELL_EVERY:
+            self._tell_refused(count, addr, target, now)
+
+    def _tell_refused(self, count: _Count, addr: str, target: str | None, now: float) -> None:
+        self._tell(addr, target, "blocked", count.untold)
+        count.untold, count.told_at = 0, now
+
+    def _tell(self, addr: str, target: str | None, outcome: str, attempts: int = 1) -> None:
+        """Tell :attr:`audit` of ``attempts`` refused (the name only if a token has it)."""
         if self.audit is not None:
-            self.audit(addr, target if target in self.names else None, outcome)
+            self.audit(addr, target if target in self.names else None, outcome, attempts)
 
     def failed(self, addr: str, now: float, target: str | None = None) -> None:
         """An attempt from ``addr`` (at the token named ``target``, when the credential

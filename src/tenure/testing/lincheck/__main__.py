@@ -94,7 +94,22 @@ def _read(files: Sequence[str], format: str) -> History:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the command line (module docstring); returns the exit status."""
+    """Run the command line (module docstring); returns the exit status.
+
+    An error of the checker itself is exit 2 (unknown), never 1 or 0: a verdict is
+    said only of a history that was checked.
+    """
+    try:
+        return _main(argv)
+    except Exception as error:  # (a crash: whatever it was, nothing was checked)
+        print(
+            f"lincheck: internal error, no verdict: {type(error).__name__}: {error}",
+            file=sys.stderr,
+        )
+        return EXIT_UNKNOWN
+
+
+def _main(argv: Sequence[str] | None) -> int:
     parser = _parser()
     args = parser.parse_args(argv)
     if args.models:

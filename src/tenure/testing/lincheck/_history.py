@@ -8,7 +8,9 @@ The format (a contract; docs/testing.md): one JSON object a line, in Jepsen's sh
 ``type`` is ``invoke``, ``ok``, ``fail`` or ``info``; a completion closes its
 process's open invoke (so one process runs one operation at a time); ``key`` is
 optional (absent: every operation is on one key) and is read from the invoke;
-``time`` is optional (absent: the order of the lines is the order in real time);
+``time`` is optional (absent: the order of the lines is the order in real time;
+present: a finite number smaller than 2**63 in size, on every event; ``NaN`` and
+``Infinity``, which are not JSON, are refused like any line that is not);
 the ``value`` of an ``invoke`` is the operation's input, the ``value`` of an ``ok`` its
 result. ``info`` (or an invoke never completed, or one whose process invokes again)
 means the outcome is unknown: the operation may take effect at any point after its
@@ -34,8 +36,52 @@ INFO: Final = "info"
 _COMPLETIONS: Final = frozenset((OK, FAIL, INFO))
 
 
+#: Every time is finite and smaller than this in size (nanoseconds since 1970 fit until
+#: 2262): a NaN compares false with every time, and made operations that were not
+#: concurrent look so (a broken history said "linearizable").
+TIME_LIMIT: Final = 2**63
+
+
 class HistoryError(InvalidArgumentError):
     """A history that cannot be read: the message names the line (1-based) and why."""
+
+
+def _refuse_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON number")
+
+
+def parse_event(text: str, where: str) -> Any:
+    """The JSON value of one line (``where`` names it in the error).
+
+    Raises:
+        HistoryError: not JSON: malformed, ``NaN`` or ``Infinity`` (Python's, not JSON's),
+            nested deeper than the interpreter can read, or an integer too long to read.
+    """
+    try:
+        return json.loads(text, parse_constant=_refuse_constant)
+    except json.JSONDecodeError as error:
+        raise HistoryError(f"{where}: not JSON ({error.msg})") from None
+    except RecursionError:
+        raise HistoryError(f"{where}: not JSON this reader can take (nested too deeply)") from None
+    except ValueError as error:  # NaN, Infinity; an integer past Python's digit limit
+        raise HistoryError(f"{where}: not JSON ({error})") from None
+
+
+def event_time(stamp: object, where: str) -> float:
+    """An event's ``time``, checked: a number, finite, smaller than :data:`TIME_LIMIT`.
+
+    Raises:
+        HistoryError: anything else, naming ``where``.
+    """
+    if isinstance(stamp, bool) or not isinstance(stamp, int | float):
+        shown = repr(stamp) if not isinstance(stamp, list | dict) else type(stamp).__name__
+        raise HistoryError(f"{where}: 'time' is a number, not {shown[:80]}")
+    if isinstance(stamp, float) and not math.isfinite(stamp):
+        raise HistoryError(f"{where}: 'time' is a finite number, not {stamp}")
+    if abs(stamp) >= TIME_LIMIT:
+        size = f"{stamp:.3g}" if isinstance(stamp, float) else f"{stamp.bit_length()} bits"
+        raise HistoryError(f"{where}: 'time' out of range ({size}: at most 2**63 in size)")
+    return float(stamp)
 
 
 @dataclass(frozen=True)
@@ -108,10 +154,7 @@ def read_jsonl(lines: Iterable[str], source: str = "<history>") -> History:
         for number, text in enumerate(lines, start=1):
             if not text.strip():
                 continue
-            try:
-                yield number, json.loads(text)
-            except json.JSONDecodeError as error:
-                raise HistoryError(f"{source}:{number}: not JSON ({error.msg})") from None
+            yield number, parse_event(text, f"{source}:{number}")
 
     return from_events(events(), source)
 
@@ -156,9 +199,7 @@ class _Builder:
             raise HistoryError(f"{self.source}:{number}: 'time' on some events only")
         if not timed:
             return float(number)
-        if isinstance(stamp, bool) or not isinstance(stamp, int | float):
-            raise HistoryError(f"{self.source}:{number}: 'time' is a number, not {stamp!r}")
-        return float(stamp)
+        return event_time(stamp, f"{self.source}:{number}")
 
     def add(self, number: int, event: Mapping[str, Any]) -> None:
         self.started = True

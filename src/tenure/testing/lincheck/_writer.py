@@ -26,7 +26,9 @@ from tenure.testing.lincheck._history import (
     OK,
     History,
     HistoryError,
+    event_time,
     from_events,
+    parse_event,
 )
 
 
@@ -144,23 +146,25 @@ def read_histories(paths: Iterable[Path | str]) -> History:
             text = Path(path).read_text(encoding="utf-8")
         except OSError as error:
             raise HistoryError(f"{path}: {error.strerror or error}") from None
+        except UnicodeDecodeError as error:
+            raise HistoryError(f"{path}: not UTF-8 text (byte {error.start})") from None
         lines = text.splitlines()
         found: list[tuple[float, int, int, Any]] = []
         for number, line in enumerate(lines, start=1):
             if not line.strip():
                 continue
             try:
-                event = json.loads(line)
-            except json.JSONDecodeError:
-                if number == len(lines):
+                event = parse_event(line, f"{path}:{number}")
+            except HistoryError:
+                if number == len(lines) and not text.endswith("\n"):
                     continue  # a process killed mid-line: its last line cut short
-                raise HistoryError(f"{path}:{number}: not JSON") from None
+                raise
             if isinstance(event, dict) and "type" not in event:
                 header = header or event
                 continue
-            stamp = event.get("time") if isinstance(event, dict) else None
-            if not isinstance(stamp, int | float):
+            if not isinstance(event, dict) or event.get("time") is None:
                 raise HistoryError(f"{path}:{number}: merged files need every event's 'time'")
+            stamp = event_time(event["time"], f"{path}:{number}")
             found.append((stamp, index, number, event))
         files.append(found)
     # Each file keeps its own order (a process's events pair in the order written, even
