@@ -33,7 +33,7 @@ trap 'rm -rf "$work"' EXIT INT TERM
 # in-place build (scripts/compile's *.so) and caches are left out of the copy.
 mkdir "$work/src"
 cp "$source/pyproject.toml" "$source/hatch_build.py" "$source/README.md" "$work/"
-cp -R "$source/src/tenure" "$work/src/"
+cp -R "$source/src/tenure" "$source/src/_tenure_console.py" "$work/src/"
 find "$work/src" \( -name '*.so' -o -name '__pycache__' \) -prune -exec rm -rf {} +
 "$python" -m venv "$prefix"
 "$prefix/bin/python" -m pip install -q --disable-pip-version-check --no-cache-dir --upgrade pip

@@ -50,7 +50,14 @@ def test_the_build_context_holds_what_the_image_copies_and_not_the_checkout() ->
     root = DEPLOY.parent
     sources = copied_sources(DOCKERFILE)
     assert sorted(sources) == sorted(
-        ["pyproject.toml", "hatch_build.py", "README.md", "src/tenure", "deploy/image/build.sh"]
+        [
+            "pyproject.toml",
+            "hatch_build.py",
+            "README.md",
+            "src/tenure",
+            "src/_tenure_console.py",
+            "deploy/image/build.sh",
+        ]
     )
     for source in sources:
         files = [root / source] if (root / source).is_file() else (root / source).rglob("*.py")

@@ -185,7 +185,8 @@ test("a re-attach whose AttachSession goes unanswered is tried again on the next
       assert.ok(server.received.some((r) => r.connection === 2 && r.command[0] === 11));
       assert.equal(session.signal.aborted, false, String(session.signal.reason));
       await session.close();
-      assert.ok(server.received.some((r) => r.connection === 3 && r.command[0] === 13));
+      // (On connection 3, or a later one if a busy machine let a deadline pass there too.)
+      assert.ok(server.received.some((r) => r.connection >= 3 && r.command[0] === 13));
     } finally {
       await client.close();
     }

@@ -14,6 +14,7 @@ import pytest
 
 from tenure._core import CreateNode, CreateSemaphore, CreateSession, Engine
 from tenure._core.quotas import COUNTED, TRACKED, Quota
+from tenure._core.session import KEY_DIGEST_BYTES
 from tenure._protocol.payloads import decode_command, encode_command
 from tenure._protocol.wire import WireError
 from tenure.server._durability.records import apply_record, command_record
@@ -48,7 +49,7 @@ def test_the_owner_is_logged_with_what_it_makes_and_replayed() -> None:
         "waiters": 0,
         "semaphores": 1,
         "nodes": 0,
-        "data_bytes": len(KEY) + len("s") + 5,  # (its session's key, a name, data)
+        "data_bytes": KEY_DIGEST_BYTES + len("s") + 5,  # (its key's digest, a name, data)
         "prefix_watches": 0,
         "holds": 0,
         "missed_bytes": 0,
