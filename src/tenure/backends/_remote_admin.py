@@ -33,11 +33,17 @@ from tenure.backends._link_errors import DisconnectedError
 from tenure.backends._remote_url import parse
 from tenure.errors import InvalidArgumentError, TenureError, UnavailableError
 
-__all__ = ["DoorReload", "READ_OVERHEAD", "read_backup", "reload_servers"]
+__all__ = ["RELOAD_ANSWER_WAIT", "DoorReload", "READ_OVERHEAD", "read_backup", "reload_servers"]
 
 #: What a Reply frame adds to a ReadBackup's bytes, at most: each read asks for this
 #: end's ``max_frame_size`` less it (the server's rule: tenure._protocol.admin).
 READ_OVERHEAD = 64
+#: The least ``request_timeout`` a ReloadFiles gets: the server answers it once the
+#: files are loaded (in a thread), which takes as long as they take: seconds for an
+#: auth file of 100,000 tokens, and more on a busy machine (44.6 s was measured beside
+#: a CPU hog), where the default request deadline (30 s) would give it up while the
+#: reload goes on. A larger ``request_timeout`` in the URL still counts.
+RELOAD_ANSWER_WAIT = 600.0
 
 
 class _AloneHome:
@@ -109,7 +115,8 @@ async def reload_servers(url: str, options: Mapping[str, object]) -> list[DoorRe
     and auth files again, all at once; one :class:`DoorReload` per door, in the URL's
     order."""
     settings = parse(url, options)
-    link_options = replace(settings.link, accept_standby=True)
+    waits = max(settings.link.request_timeout, RELOAD_ANSWER_WAIT)
+    link_options = replace(settings.link, accept_standby=True, request_timeout=waits)
     return list(await asyncio.gather(*(_reload(door, link_options) for door in settings.endpoints)))
 
 
