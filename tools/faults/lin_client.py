@@ -24,6 +24,10 @@ A client (its own connection through its door, its own session, process label
   ids). A member that ends with its session is a ``leave`` invoked at the join seen,
   as a lock's loss.
 
+A ``release()`` or ``leave()`` returns once the service applied it, or once the
+session ended (given up on the client's clock): the latter is recorded ``info``, as a
+loss the client declared itself (below), not ``ok`` when the call returned.
+
 A loss the service told (``LeaseLostError``: the hold is gone there) is completed
 ``ok`` when the client heard it (the model's loss: the hold ended in between). One
 the client declared itself is never completed (``info``): a session given up on the
@@ -62,6 +66,7 @@ from tenure.errors import (
     TenureError,
     UnavailableError,
 )
+from tenure.testing.lincheck import HistoryWriter
 from tools.faults.history import Recorder, now, now_ns
 from tools.faults.lin_books import Books, Processes
 from tools.faults.lin_config import LinConfig
@@ -320,9 +325,29 @@ class LinClient:
             writer.info(process, "release", lock.token, key)
             self.procs.unknown()
             return
-        # A lost lock's release does nothing: it held nothing by then.
-        lost = lock.lost_reason is not None
-        (writer.fail if lost else writer.ok)(process, "release", lock.token, key)
+        self._record_end(session, lock, writer, process, "release", lock.token, key)
+
+    def _record_end(
+        self,
+        session: tenure.Session,
+        held: tenure.Lock | tenure.GroupMember,
+        writer: HistoryWriter,
+        process: str,
+        f: str,
+        value: Any,
+        key: str,
+    ) -> None:
+        """Record how a ``release()`` or ``leave()`` that returned ended: ``fail`` if the
+        hold was lost first (it held nothing by then); ``info`` if the session ended
+        meanwhile (the call returns then too, but the service may keep the hold until it
+        expires the session, later: module docstring); ``ok`` if the service applied it."""
+        if held.lost_reason is not None:
+            writer.fail(process, f, value, key)
+        elif session.lost_reason is not None:
+            writer.info(process, f, value, key)
+            self.procs.unknown()
+        else:
+            writer.ok(process, f, value, key)
 
     def _on_loss(
         self,
@@ -365,8 +390,7 @@ class LinClient:
                 writer.info(process, "leave", member.id, group)
                 self.procs.unknown()
                 return
-            lost = member.lost_reason is not None
-            (writer.fail if lost else writer.ok)(process, "leave", member.id, group)
+            self._record_end(session, member, writer, process, "leave", member.id, group)
             return
         ident = self.rng.choice(self.config.member_ids)
 

@@ -1,0 +1,134 @@
+"""The ``linearizable`` scenario's client records what it knows, no more.
+
+A tenure client's ``release()`` (a lock's) and ``leave()`` (a member's) return once
+the server applied them, or once the session ended: a session the client gave up on
+its own clock (no answer for its recovery window, docs/guarantees.md 6a). In the second
+case the server may still keep the hold until it expires the session, later (a cluster
+whose leader was cut from etcd keeps it a window past the next leader's takeover), so
+the end is ``info`` (it takes effect some time after, unobserved), never ``ok`` at the
+moment the call returned. An ``ok`` there made a later ``members()`` read that still
+showed the member a false violation of ``linearizable:membership`` (ci16).
+
+A real ``tenure serve`` is stopped (SIGSTOP) while the client leaves, or before it
+releases (at its pause hook, between the hold and the release), and let go on once the
+call returned; every wait is bounded, nothing is timed.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import signal
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import tenure
+from tests.server.wire import ServerProcess
+from tools.faults.history import Recorder
+from tools.faults.lin_books import Books, model_file
+from tools.faults.lin_client import LinClient, Pauses
+from tools.faults.lin_config import LinConfig
+
+pytestmark = pytest.mark.timeout(120)
+
+NODE = "n"
+#: The sessions' recovery window: the client gives its session up this long after the
+#: server last answered.
+WINDOW = 2.0
+
+
+class StopAtPause(Pauses):
+    """The worker's pause hook, run between a hold and its release: stops the server."""
+
+    def __init__(self, config: LinConfig, recorder: Recorder, server: ServerProcess) -> None:
+        super().__init__(config, recorder)
+        self.server = server
+
+    def maybe(self, rng: random.Random, holder: str) -> None:
+        self.server.proc.send_signal(signal.SIGSTOP)
+
+
+def _config(tmp_path: Path, url: str) -> LinConfig:
+    return LinConfig(
+        index=0, doors=[url], node=NODE, clients=1, out_dir=str(tmp_path),
+        history=str(tmp_path / "history.jsonl"), seed=1, registers=[], counters=[],
+        mutexes=["mtx-0"], groups=["grp-0"], member_ids=["id-0"], window=WINDOW,
+        hold=(0.0, 0.0),
+    )  # fmt: skip
+
+
+def _events(tmp_path: Path, model: str) -> list[dict[str, Any]]:
+    lines = model_file(tmp_path, 0, model).read_text().splitlines()
+    return [event for event in map(json.loads, lines) if "type" in event]
+
+
+def _ends(events: list[dict[str, Any]], f: str) -> list[str]:
+    """The outcomes recorded for ``f`` (its invocations left out)."""
+    return [e["type"] for e in events if e["f"] == f and e["type"] != "invoke"]
+
+
+async def _session(client: tenure.Client) -> tenure.Session:
+    return await client.session(NODE, recovery_window=WINDOW)
+
+
+async def test_a_leave_answered_by_the_session_given_up_is_info(tmp_path: Path) -> None:
+    with ServerProcess(tmp_path / "data", "--idle-timeout", "0") as server:
+        config = _config(tmp_path, f"tenure://127.0.0.1:{server.port}")
+        recorder = Recorder(tmp_path / "history.jsonl")
+        books = Books(tmp_path, 0)
+        lin = LinClient(config, 0, books, Pauses(config, recorder), recorder)
+        async with tenure.connect(config.doors[0]) as client:
+            await client.create_node(NODE)
+            session = await _session(client)
+            await lin.join_or_leave(session)  # joins id-0
+            assert "grp-0" in lin.members
+            server.proc.send_signal(signal.SIGSTOP)
+            try:
+                await lin.join_or_leave(session)  # leaves: answered by the session's end
+                assert session.lost_reason is not None
+            finally:
+                server.proc.send_signal(signal.SIGCONT)
+        books.close()
+        recorder.close()
+    assert _ends(_events(tmp_path, "membership"), "join") == ["ok"]
+    assert _ends(_events(tmp_path, "membership"), "leave") == ["info"]
+
+
+async def test_a_leave_the_server_answered_is_ok(tmp_path: Path) -> None:
+    with ServerProcess(tmp_path / "data", "--idle-timeout", "0") as server:
+        config = _config(tmp_path, f"tenure://127.0.0.1:{server.port}")
+        recorder = Recorder(tmp_path / "history.jsonl")
+        books = Books(tmp_path, 0)
+        lin = LinClient(config, 0, books, Pauses(config, recorder), recorder)
+        async with tenure.connect(config.doors[0]) as client:
+            await client.create_node(NODE)
+            session = await _session(client)
+            await lin.join_or_leave(session)
+            await lin.join_or_leave(session)
+            assert session.lost_reason is None
+        books.close()
+        recorder.close()
+    assert _ends(_events(tmp_path, "membership"), "leave") == ["ok"]
+
+
+async def test_a_release_answered_by_the_session_given_up_is_info(tmp_path: Path) -> None:
+    with ServerProcess(tmp_path / "data", "--idle-timeout", "0") as server:
+        config = _config(tmp_path, f"tenure://127.0.0.1:{server.port}")
+        recorder = Recorder(tmp_path / "history.jsonl")
+        books = Books(tmp_path, 0)
+        lin = LinClient(config, 0, books, StopAtPause(config, recorder, server), recorder)
+        async with tenure.connect(config.doors[0]) as client:
+            await client.create_node(NODE)
+            session = await _session(client)
+            try:
+                await lin.hold_mutex(session)  # the server stopped between hold and release
+                assert session.lost_reason is not None
+            finally:
+                server.proc.send_signal(signal.SIGCONT)
+        books.close()
+        recorder.close()
+    events = _events(tmp_path, "mutex")
+    assert _ends(events, "acquire") == ["ok"]
+    assert _ends(events, "release") == ["info"]
