@@ -232,6 +232,29 @@ def test_a_hold_or_a_membership_left_open_gets_an_end_never_completed() -> None:
     assert check_events("membership", closed)[0] == []
 
 
+def test_the_search_bound_grows_with_the_history(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A long run's model gets more time than a short one's (check_lin.search_bound)."""
+    bounds: list[float] = []
+    check = lincheck.check
+
+    def recorded(*args: Any, **kwargs: Any) -> lincheck.CheckResult:
+        bounds.append(kwargs["timeout"])
+        return check(*args, **kwargs)
+
+    monkeypatch.setattr(lincheck, "check", recorded)
+    adds = [
+        _event(f"w0c{n % 4}", kind, "add", "c", 1, n + (0.5 if kind == "ok" else 0.0))
+        for n in range(5000)
+        for kind in ("invoke", "ok")
+    ]
+    for n in range(5000):
+        adds[2 * n + 1]["value"] = n + 1  # an ok add's value is the new total
+    assert check_events("counter", adds[:20])[0] == []
+    assert check_events("counter", adds)[0] == []
+    assert bounds == [check_lin.TIMEOUT, 5000 * check_lin.TIMEOUT_PER_OPERATION]
+    assert bounds[1] > bounds[0]
+
+
 def test_a_client_with_no_answer_after_the_heal_or_a_request_unanswered_is_caught(
     tmp_path: Path,
 ) -> None:
