@@ -8,7 +8,6 @@ sees exactly what a broken or foreign client would send.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from collections.abc import Callable
 from typing import Any
 
@@ -19,6 +18,7 @@ from tenure.compat.ydb import _protos as pb
 from tests.server.wire import WAIT
 from tests.ydb_face.conftest import YdbServer
 from tests.ydb_face.raw import (
+    CROSSED_WRITE,
     QUIET,
     SdkStyleStream,
     Status,
@@ -184,20 +184,31 @@ async def test_a_client_that_does_not_read_is_dropped_past_max_unread(
     await session.ok("create_semaphore", name="s", limit=1, data=b"x" * 60_000)
     # 400 answers of 60 kB each: far over the 1 MiB it may leave unread (and over
     # what gRPC's flow control windows hold), and never read while being sent.
+    crossed = False  # a send found the call ended (a slow client, a fast server)
     for req_id in range(100, 500):
-        if session.stream.call.done():  # dropped already (a slow client, a fast server)
+        if session.stream.call.done():  # dropped already
             break
-        with contextlib.suppress(grpc.aio.AioRpcError, asyncio.InvalidStateError):
+        try:
             await session.stream.send(describe_semaphore={"req_id": req_id, "name": "s"})
+        except (grpc.aio.AioRpcError, asyncio.InvalidStateError):
+            crossed = True
+            break
     # Nothing is read until the server says it dropped the stream: a client that read
     # once it had sent would take what a slow server (a loaded machine) writes after.
     for _ in range(int(WAIT / 0.01)):
         if "does not read its replies" in small.process.output():
             break
         await asyncio.sleep(0.01)
+    assert "does not read its replies" in small.process.output()
     answers, code, details = await call_status(session.stream.call)
-    assert code == grpc.StatusCode.RESOURCE_EXHAUSTED
-    assert details == "the client does not read its answers"
+    # A send that crossed the server's end of the call makes grpc.aio report its own
+    # INTERNAL in place of the server's status (grpc/grpc#36066; seen beside a CPU hog):
+    # then the server's log above is what says why it ended the stream.
+    if not (crossed and (code, details) == CROSSED_WRITE):
+        assert (code, details) == (
+            grpc.StatusCode.RESOURCE_EXHAUSTED,
+            "the client does not read its answers",
+        )
     assert len(answers) < 400
     back = await open_session(raw, path, small, session_id=session.session_id)  # detached
     assert (await back.ok("acquire_semaphore", name="s", count=1)).acquired
