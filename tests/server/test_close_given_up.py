@@ -18,10 +18,12 @@ the server, and its lock free, as soon as the close returns.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import signal
 import threading
 from collections.abc import Awaitable, Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -29,7 +31,7 @@ import tenure
 import tenure.sync
 from tenure.backends._remote_session import Shard
 from tenure.backends.remote import TenureBackend
-from tenure.errors import InvalidArgumentError, SessionExpiredError
+from tenure.errors import InvalidArgumentError, SessionExpiredError, TenureError
 from tests.api.support import eventually
 
 from .wire import ServerProcess
@@ -111,6 +113,53 @@ async def test_closing_the_client_closes_the_session_it_gave_up(tmp_path: Path) 
                 assert not shard.link.connected  # nothing to close it on now
 
             await close_while_stopped(server, shard, given_up, client.aclose)
+            await assert_closed_and_free(other, session.id, lock.token)
+
+
+async def test_a_close_during_the_reconnection_that_closes_a_session_given_up_waits_for_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The session given up is closed by the next connection's set-up (Shard.connected).
+    # A client's close that began meanwhile found nothing left to close (that set-up
+    # had taken it) and closed the link under it: the session was left to expire.
+    with ServerProcess(tmp_path / "data", "--fsync", "off") as server:
+        url = f"tenure://127.0.0.1:{server.port}"
+        async with tenure.connect(url) as other:
+            await other.create_node("n")
+            client = await tenure.connect(url, close_wait=WAIT)
+            session = await client.session("n", recovery_window=WINDOW)
+            lock = await session.mutex("job").lock()
+            shard = shard_of(client)
+            closing: list[asyncio.Future[None]] = []
+            close_all_began = asyncio.Event()
+            close_all = Shard._close_all
+            close_after_attach = Shard._close_after_attach
+
+            async def noted_close_all(self: Shard) -> None:
+                close_all_began.set()
+                await close_all(self)
+
+            async def close_begins_first(self: Shard, store: Any) -> None:
+                # The set-up is closing the session given up: the client's close begins.
+                closing.append(asyncio.ensure_future(client.aclose()))
+                async with asyncio.timeout(WAIT):
+                    await close_all_began.wait()
+                await close_after_attach(self, store)
+
+            monkeypatch.setattr(Shard, "_close_all", noted_close_all)
+            monkeypatch.setattr(Shard, "_close_after_attach", close_begins_first)
+            server.proc.send_signal(signal.SIGSTOP)
+            try:
+                async with asyncio.timeout(WAIT):
+                    await session.lost  # given up on the client's clock
+                assert not shard.link.connected
+            finally:
+                server.proc.send_signal(signal.SIGCONT)
+            with contextlib.suppress(TenureError):  # closed under it, or answered
+                await client.list_sessions("n")  # connects: the set-up closes the session
+            assert len(closing) == 1
+            async with asyncio.timeout(WAIT):
+                await closing[0]
             await assert_closed_and_free(other, session.id, lock.token)
 
 

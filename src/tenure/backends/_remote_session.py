@@ -45,6 +45,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections.abc import Coroutine
 from typing import Any, Final, TypeVar
 
 from tenure._core import (
@@ -341,7 +342,9 @@ class Shard:
             return
         await asyncio.gather(*(store.reattach() for store in live))
         doomed, self._to_close = list(self._to_close.values()), {}
-        await asyncio.gather(*(self._close_after_attach(store) for store in doomed))
+        # Tasks :meth:`aclose` waits for: a client's close that begins meanwhile finds
+        # nothing left to close, and must not close the link under these.
+        await asyncio.gather(*(self._track(self._close_after_attach(store)) for store in doomed))
 
     def disconnected(self) -> None:
         """The sessions attached to the lost connection start their countdown from here."""
@@ -364,7 +367,11 @@ class Shard:
         self.sessions.pop(store.session_id, None)
         # Written at once if it can be, ahead of whatever the client asks next.
         sent = self.link.call_if_ready(CloseSession(store.session_id)) if store.attached else None
-        task = asyncio.ensure_future(self._close(store, sent))
+        return self._track(self._close(store, sent))
+
+    def _track(self, closing: Coroutine[Any, Any, None]) -> asyncio.Task[None]:
+        """Run ``closing`` (a close of a session) as a task :meth:`aclose` waits for."""
+        task = asyncio.ensure_future(closing)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
         return task
