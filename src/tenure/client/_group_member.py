@@ -125,7 +125,10 @@ class GroupMember(Guarded):
 
     async def leave(self) -> None:
         """Leave the group (idempotent; nothing to do once lost); returns once the
-        backend applied it: from then on no view has this member."""
+        backend applied it: from then on no view has this member. It also returns if
+        the session was given up meanwhile (``session.lost_reason`` is set): the
+        member then ends when the server ends the session, later ("Releasing" in
+        docs/concepts.md)."""
         await self._lease.release()
 
     def _check_held(self) -> None:

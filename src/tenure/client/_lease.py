@@ -196,8 +196,10 @@ class Lease(Guarded):
     async def release(self, *, wait: bool = True) -> None:
         """Give the tokens back. Idempotent; a no-op once the lease was lost.
 
-        Returns once the backend has applied the release (or the session has
-        ended): from then on, every client sees the tokens free. After leaving
+        Returns once the backend has applied the release (from then on, every
+        client sees the tokens free), or once the session has ended (one given up
+        on the client's clock ends on the server later: "Releasing" in
+        docs/concepts.md). After leaving
         ``async with``, whose release is under way but perhaps not applied yet,
         ``release()`` waits for it. ``wait=False`` returns as soon as the release
         is under way, as leaving ``async with`` does: see :meth:`_release_soon`

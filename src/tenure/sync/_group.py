@@ -48,8 +48,9 @@ class GroupMember(Held):
         self._portal.call(self._member.update, data)
 
     def leave(self) -> None:
-        """Leave the group (idempotent); returns once the backend applied it. After
-        leaving ``with``, whose leave is under way, it waits for that leave."""
+        """Leave the group (idempotent); returns once the backend applied it, or the
+        session was given up (see :meth:`tenure.GroupMember.leave`). After leaving
+        ``with``, whose leave is under way, it waits for that leave."""
         if self.ended and self._portal.closed:
             return  # the client closed: every leave ended with it
         self._portal.call(self._member.leave)
@@ -118,7 +119,8 @@ class Partition(Held):
         return Stream(self._portal, self._partition.changes(), same)
 
     def leave(self) -> None:
-        """Leave the group (idempotent); returns once the backend applied it."""
+        """Leave the group (idempotent); returns once the backend applied it, or the
+        session was given up (see :meth:`tenure.GroupMember.leave`)."""
         self.member.leave()
 
     def _check_enter(self) -> None:

@@ -93,8 +93,9 @@ class Lease(Held):
     def release(self, *, wait: bool = True) -> None:
         """Give the tokens back. Idempotent; a no-op once lost.
 
-        Returns once the backend has applied it; ``wait=False``: once it is under
-        way, as leaving ``with`` does (see :meth:`tenure.Lease.release`). After
+        Returns once the backend has applied it, or the session has ended;
+        ``wait=False``: once it is under way, as leaving ``with`` does (see
+        :meth:`tenure.Lease.release`). After
         leaving ``with``, whose release is under way, it waits for that release.
         """
         # Ended, it may still have a release to wait for (the one leaving ``with``
