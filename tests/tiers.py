@@ -144,6 +144,7 @@ TIERS: Final[dict[str, tuple[str, ...]]] = {
     "tests/protocol": UNIT,
     "tests/protocol/test_purity.py": SERVICE,
     "tests/runtime": UNIT,
+    "tests/sim": UNIT,  # the simulated loop and network (a journal in a temp dir at most)
     "tests/sync": UNIT,  # by shared_url: SERVER_PARAMETERS
     "tests/sync/test_remote.py": SERVICE,
     "tests/server/durability": UNIT,

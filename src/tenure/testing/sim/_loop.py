@@ -1,0 +1,227 @@
+"""An asyncio event loop on simulated time, whose network is a :class:`SimNetwork`.
+
+:class:`SimLoop` is asyncio's own selector event loop (its transports, its servers,
+its timers: the code under test runs on what it runs on in production, but for the
+selector) with two things replaced:
+
+* **time**: :meth:`SimLoop.time` is a number that moves only when the loop has
+  nothing ready: :class:`SimSelector`'s ``select(timeout)`` moves it on by
+  ``timeout`` (to the next timer) instead of waiting. A simulated hour takes what its
+  work takes. A loop with nothing ready, no timer and nothing in flight would wait
+  for ever: it raises :class:`SimDeadlockError` instead;
+* **the order among ready tasks**: before each round the steps of tasks made ready
+  are shuffled among themselves by the seeded generator (the other callbacks keep
+  their places and their order: asyncio's transports rely on theirs, e.g. a
+  protocol's ``connection_made`` before the waiter of ``create_connection``).
+
+``create_connection`` and ``create_server`` with a host and port, and
+``open_connection``/``start_server`` over them, reach the simulated network (a
+connection is made from the loop's own host, :attr:`SimLoop.host`); ``getaddrinfo``
+answers every name with itself. No thread: ``run_in_executor`` (and so
+``asyncio.to_thread``) runs the function at once, on the loop, and
+``call_soon_threadsafe`` from another thread is refused.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import random
+import selectors
+import socket
+import threading
+from collections import deque
+from collections.abc import Callable
+from typing import Any, Final
+
+from tenure.testing.sim._network import SimNetwork
+from tenure.testing.sim._sockets import SimSocket
+
+__all__ = ["SimDeadlockError", "SimLoop", "SimSelector"]
+
+#: The loop's clock resolution: timers due within it of now run now.
+RESOLUTION: Final = 1e-9
+
+
+class SimDeadlockError(RuntimeError):
+    """The simulated loop has nothing ready, no timer and nothing in flight."""
+
+
+class SimSelector(selectors.BaseSelector):
+    """The selector of a :class:`SimLoop`: readiness of simulated sockets, and time."""
+
+    def __init__(self) -> None:
+        self._keys: dict[int, selectors.SelectorKey] = {}
+        #: The simulated sockets by number (the network's): the loop registers numbers.
+        self.sockets: dict[int, SimSocket] = {}
+        self.now = 0.0
+        #: How many selects moved time on (each a wait a real selector would have made).
+        self.waits = 0
+
+    def register(self, fileobj: Any, events: int, data: Any = None) -> selectors.SelectorKey:
+        """Watch ``fileobj`` (a number, or what has ``fileno()``) for ``events``."""
+        fd = fileobj if isinstance(fileobj, int) else fileobj.fileno()
+        if fd in self._keys:
+            raise KeyError(f"{fileobj!r} is already registered")
+        key = selectors.SelectorKey(fileobj, fd, events, data)
+        self._keys[fd] = key
+        return key
+
+    def unregister(self, fileobj: Any) -> selectors.SelectorKey:
+        """Stop watching ``fileobj``."""
+        fd = fileobj if isinstance(fileobj, int) else fileobj.fileno()
+        return self._keys.pop(fd)
+
+    def get_map(self) -> dict[int, selectors.SelectorKey]:  # type: ignore[override]
+        """What is watched, by number."""
+        return self._keys
+
+    def get_key(self, fileobj: Any) -> selectors.SelectorKey:
+        """How ``fileobj`` is watched (``KeyError``: it is not)."""
+        fd = fileobj if isinstance(fileobj, int) else fileobj.fileno()
+        try:
+            return self._keys[fd]
+        except KeyError:
+            raise KeyError(f"{fileobj!r} is not registered") from None
+
+    def ready(self) -> list[tuple[selectors.SelectorKey, int]]:
+        """The keys whose simulated socket is ready for what they wait for."""
+        found: list[tuple[selectors.SelectorKey, int]] = []
+        for fd in sorted(self._keys):
+            key = self._keys[fd]
+            sock = self.sockets.get(fd)
+            if sock is None:
+                continue  # the loop's self-pipe: nothing writes to it (no threads)
+            events = 0
+            if key.events & selectors.EVENT_READ and sock.readable():
+                events |= selectors.EVENT_READ
+            if key.events & selectors.EVENT_WRITE and sock.writable():
+                events |= selectors.EVENT_WRITE
+            if events:
+                found.append((key, events))
+        return found
+
+    def select(self, timeout: float | None = None) -> list[tuple[selectors.SelectorKey, int]]:
+        """What is ready now; if nothing, the clock moves on by ``timeout`` (to the
+        loop's next timer) and what is ready then (module docstring)."""
+        found = self.ready()
+        if found or timeout == 0:
+            return found
+        if timeout is None:
+            raise SimDeadlockError("nothing is ready, no timer is set and nothing is in flight")
+        self.now += timeout
+        self.waits += 1
+        return self.ready()
+
+    def close(self) -> None:
+        """Watch nothing more."""
+        self._keys.clear()
+
+
+class SimLoop(asyncio.SelectorEventLoop):
+    """The simulated loop (module docstring): ``seed`` decides the order among ready
+    tasks and the network's jitter; ``host`` names the loop's own host."""
+
+    def __init__(
+        self, seed: int, *, host: str = "client", network: SimNetwork | None = None
+    ) -> None:
+        #: Its selector: readiness and the simulated clock (``waits``: how often the
+        #: clock moved on instead of the loop waiting).
+        self.selector = SimSelector()
+        super().__init__(self.selector)
+        self._clock_resolution = RESOLUTION
+        self.seed = seed
+        self.rng = random.Random(seed)
+        self.host = host
+        self.network = network or SimNetwork(self, random.Random(f"{seed}-network"))
+        self.selector.sockets = self.network.sockets
+        self._thread_of_loop = threading.get_ident()
+
+    def time(self) -> float:
+        """Simulated seconds since the loop was made."""
+        return self.selector.now
+
+    # -- the order among ready tasks ------------------------------------------------------
+
+    def _run_once(self) -> None:
+        ready: deque[asyncio.Handle] = self._ready  # type: ignore[attr-defined]
+        if len(ready) > 1:
+            places = [i for i, handle in enumerate(ready) if _is_task_step(handle)]
+            if len(places) > 1:
+                steps = [ready[i] for i in places]
+                self.rng.shuffle(steps)
+                for i, handle in zip(places, steps, strict=True):
+                    ready[i] = handle
+        super()._run_once()  # type: ignore[misc]
+
+    # -- no threads -------------------------------------------------------------------
+
+    def call_soon_threadsafe(  # type: ignore[override]
+        self, callback: Callable[..., object], *args: Any, context: Any = None
+    ) -> asyncio.Handle:
+        """``call_soon``, from the loop's own thread only (a simulation has no other)."""
+        if threading.get_ident() != self._thread_of_loop:
+            raise RuntimeError("a simulated loop takes no callback from another thread")
+        return self.call_soon(callback, *args, context=context)
+
+    def run_in_executor(  # type: ignore[override]
+        self, executor: Any, func: Callable[..., Any], *args: Any
+    ) -> asyncio.Future[Any]:
+        """``func(*args)`` run now, on the loop: its outcome in a future (no thread)."""
+        future: asyncio.Future[Any] = self.create_future()
+        try:
+            future.set_result(func(*args))
+        except BaseException as error:  # (handed to the awaiting task, as an executor does)
+            future.set_exception(error)
+        return future
+
+    def set_default_executor(self, executor: concurrent.futures.Executor) -> None:
+        """Refused: a simulated loop runs functions on itself (:meth:`run_in_executor`)."""
+        raise RuntimeError("a simulated loop runs no executor")
+
+    # -- the network ----------------------------------------------------------------------
+
+    async def getaddrinfo(
+        self,
+        host: Any,
+        port: Any,
+        *,
+        family: int = 0,
+        type: int = 0,
+        proto: int = 0,
+        flags: int = 0,
+    ) -> list[tuple[Any, ...]]:
+        """Every name is its own address: the network's hosts are names."""
+        name = host.decode() if isinstance(host, bytes) else str(host)
+        return [(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP, "", (name, int(port)))]
+
+    async def create_connection(  # type: ignore[override]
+        self, protocol_factory: Callable[[], asyncio.BaseProtocol], host: str | None = None,
+        port: int | None = None, *, sock: Any = None, ssl: Any = None, **kwargs: Any,
+    ) -> tuple[asyncio.Transport, asyncio.BaseProtocol]:  # fmt: skip
+        if ssl:
+            raise NotImplementedError("TLS is not simulated (docs/testing.md)")
+        kwargs.pop("server_hostname", None)
+        if sock is None:
+            if host is None or port is None:
+                raise ValueError("host and port, or sock, must be given")
+            sock = self.network.connect(self.host, (host, int(port)))
+        return await super().create_connection(protocol_factory, sock=sock, **kwargs)
+
+    async def create_server(
+        self, protocol_factory: Callable[[], asyncio.BaseProtocol], host: Any = None,
+        port: int | None = None, *, sock: Any = None, ssl: Any = None, **kwargs: Any,
+    ) -> asyncio.Server:  # fmt: skip
+        if ssl:
+            raise NotImplementedError("TLS is not simulated (docs/testing.md)")
+        kwargs.pop("reuse_address", None)
+        kwargs.pop("reuse_port", None)
+        if sock is None:
+            sock = self.network.listen(self.host if host in (None, "") else str(host), port or 0)
+        return await super().create_server(protocol_factory, sock=sock, **kwargs)
+
+
+def _is_task_step(handle: asyncio.Handle) -> bool:
+    """Whether ``handle`` runs a task's next step (a task made ready)."""
+    callback = getattr(handle, "_callback", None)
+    return isinstance(getattr(callback, "__self__", None), asyncio.Task)
