@@ -29,7 +29,7 @@ import struct
 from collections import deque
 from typing import Final
 
-from tenure.testing.sim._sockets import WINDOW, Address, SimSocket, Stream
+from tenure.testing.sim._sockets import WINDOW, Address, OneWay, SimSocket
 
 __all__ = ["FIRST_PORT", "SimNetwork"]
 
@@ -112,8 +112,8 @@ class SimNetwork:
         self._next_port[host] = port + 1
         mine, theirs = self._socket((host, port)), self._socket(to)
         mine.peer, theirs.peer = theirs, mine
-        mine.outgoing = theirs.incoming = Stream(self.window)
-        theirs.outgoing = mine.incoming = Stream(self.window)
+        mine.outgoing = theirs.incoming = OneWay(self.window)
+        theirs.outgoing = mine.incoming = OneWay(self.window)
         backlog.append(theirs)
         self.connections.append((mine, theirs))
         return mine

@@ -8,7 +8,7 @@ methods a real socket has: ``recv``, ``recv_into``, ``send``, ``shutdown``, ``cl
 ``getsockname``, ``getpeername``, ``setsockopt``; a listening one ``accept`` and
 ``dup`` (the server's own accept loop, :mod:`tenure.server._net.listen`, uses both).
 
-Each direction of a connection is a :class:`Stream`: the bytes sent and not yet read,
+Each direction of a connection is a :class:`OneWay`: the bytes sent and not yet read,
 bounded by its window (a send takes at most what fits, as a kernel's buffers do: a
 peer that does not read makes its sender's transport buffer, then pause). The network
 (:mod:`tenure.testing.sim._network`) decides when sent bytes arrive.
@@ -19,12 +19,9 @@ from __future__ import annotations
 import errno
 import socket
 from collections import deque
-from typing import TYPE_CHECKING, Any, Final
+from typing import Any, Final, Protocol
 
-if TYPE_CHECKING:
-    from tenure.testing.sim._network import SimNetwork
-
-__all__ = ["WINDOW", "SimSocket", "Stream"]
+__all__ = ["WINDOW", "Carrier", "OneWay", "SimSocket"]
 
 #: Bytes one direction of a connection holds (sent, not yet read): a kernel's send and
 #: receive buffers together.
@@ -33,7 +30,24 @@ WINDOW: Final = 1 << 20
 Address = tuple[str, int]
 
 
-class Stream:
+class Carrier(Protocol):
+    """What carries a socket's bytes, as the socket sees it (the network:
+    :class:`~tenure.testing.sim._network.SimNetwork`)."""
+
+    def transmit(self, sock: SimSocket, data: bytes) -> None:
+        """``data``, sent by ``sock``, is on its way to the peer."""
+
+    def transmit_eof(self, sock: SimSocket) -> None:
+        """``sock`` shut its side for writing."""
+
+    def closed(self, sock: SimSocket) -> None:
+        """``sock`` was closed."""
+
+    def dup_listener(self, sock: SimSocket) -> SimSocket:
+        """Another socket on listening ``sock``'s queue."""
+
+
+class OneWay:
     """One direction of a connection: bytes in flight, then arrived and unread."""
 
     def __init__(self, window: int = WINDOW) -> None:
@@ -79,15 +93,15 @@ class SimSocket:
     type: Final = socket.SOCK_STREAM
     proto: Final = socket.IPPROTO_TCP
 
-    def __init__(self, network: SimNetwork, fd: int, local: Address) -> None:
+    def __init__(self, network: Carrier, fd: int, local: Address) -> None:
         self.network = network
         #: Its number, for good (:meth:`fileno` says -1 once it is closed).
         self.number = fd
         self._fd = fd
         self.local = local
         self.peer: SimSocket | None = None
-        self.incoming: Stream | None = None  # what the peer sends here
-        self.outgoing: Stream | None = None  # what this one sends the peer
+        self.incoming: OneWay | None = None  # what the peer sends here
+        self.outgoing: OneWay | None = None  # what this one sends the peer
         self.error: int = 0  # set by a reset: raised by the next call
         self.backlog: deque[SimSocket] | None = None  # a listening socket's
         self.closed = False
