@@ -6,7 +6,7 @@
  * else `python3` (which must have `tenure[server]` installed).
  */
 import { spawn, spawnSync, type ChildProcess } from "node:child_process";
-import { existsSync, mkdtempSync, rmSync } from "node:fs";
+import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -93,15 +93,61 @@ export async function startServer(args: readonly string[] = [], dataDir?: string
   };
 }
 
-/** A free loopback TCP port (asked of the OS; free when this returns). */
+/** A free loopback TCP port, chosen as the Python tests choose theirs (below). */
 export async function freePort(): Promise<number> {
+  const [index, total] = workerShare();
+  const ports = chosenPorts();
+  for (let ask = 0; ask < MAX_ASKS; ask += 1) {
+    const port = await candidate(ports === null ? 0 : ports[0] + Math.floor(Math.random() * (ports[1] - ports[0])));
+    if (port === null || Math.floor(port / 2) % total !== index || handed.has(port)) continue;
+    handed.add(port);
+    return port;
+  }
+  throw new Error(`no free port of worker ${index}'s share in ${MAX_ASKS} asks`);
+}
+
+/*
+ * Ports as tests/ports.py chooses them: from below the range the OS hands out by itself
+ * (bind(0), and every outgoing connection's local port), so that nothing the OS picks
+ * takes a port between its choice and the server's bind (the likely cause of ci23's
+ * cluster member that never listened, its ports from bind(0)); of the pytest-xdist worker's share (the
+ * environment the test command's processes inherit); never one this process had before.
+ */
+const MAX_ASKS = 200;
+const LOWEST = 10_000;
+const FEWEST = 2_000;
+const handed = new Set<number>();
+
+function workerShare(): [number, number] {
+  const name = process.env["PYTEST_XDIST_WORKER"] ?? "";
+  const count = process.env["PYTEST_XDIST_WORKER_COUNT"] ?? "";
+  if (!/^gw\d+$/.test(name) || !/^\d+$/.test(count)) return [0, 1];
+  const [index, total] = [Number(name.slice(2)), Number(count)];
+  return index < total ? [index, total] : [0, 1];
+}
+
+/** [first, end) of the ports to choose from, or null (then bind(0) chooses). */
+function chosenPorts(): [number, number] | null {
+  let low: number, high: number;
+  try {
+    [low, high] = readFileSync("/proc/sys/net/ipv4/ip_local_port_range", "ascii").trim().split(/\s+/).map(Number) as [number, number];
+  } catch {
+    return null;
+  }
+  if (low - LOWEST >= FEWEST) return [LOWEST, low];
+  if (65535 - high >= FEWEST) return [Math.max(high + 1, LOWEST), 65536];
+  return null;
+}
+
+/** `port` (0: any) if it can be bound on 127.0.0.1 now, else null. */
+async function candidate(port: number): Promise<number | null> {
   const { createServer } = await import("node:net");
-  return new Promise((resolve, reject) => {
+  return new Promise((resolve) => {
     const server = createServer();
-    server.once("error", reject);
-    server.listen(0, "127.0.0.1", () => {
+    server.once("error", () => resolve(null));
+    server.listen(port, "127.0.0.1", () => {
       const address = server.address();
-      server.close(() => resolve(typeof address === "object" && address !== null ? address.port : 0));
+      server.close(() => resolve(typeof address === "object" && address !== null ? address.port : null));
     });
   });
 }
@@ -210,7 +256,12 @@ export async function startCluster(size = 3): Promise<Cluster> {
         },
       });
     }
-    await waitFor(() => logs.every((log) => log().includes('"msg": "listening"')), "every member listens", STARTUP_LIMIT_MS);
+    try {
+      await waitFor(() => logs.every((log) => log().includes('"msg": "listening"')), "every member listens", STARTUP_LIMIT_MS);
+    } catch (error) {
+      const said = logs.map((log, i) => `m${i}:\n${log().slice(-3000)}`).join("\n");
+      throw new Error(`${(error as Error).message}; what the members said:\n${said}`);
+    }
     const leader = async (excluding?: Member): Promise<Member> => {
       let found: Member | undefined;
       await waitFor(async () => {
