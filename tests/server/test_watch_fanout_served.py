@@ -6,8 +6,9 @@ fan-out of 2,400 watches is encoded over several turns of the server's loop
 (``tenure.server._net.later``): what a client sees must not show it. Each watcher
 gets one firing per change, with the change's data, in the order of the changes;
 a watcher's own request meanwhile is answered after the firings routed to it
-before; the updater and a client that watches nothing are answered. Ordered and
-counted, never timed.
+before (which changes came before it, its answer's data says: the server reads each
+connection in its own order); the updater and a client that watches nothing are
+answered. Ordered and counted, never timed.
 """
 
 from __future__ import annotations
@@ -70,15 +71,19 @@ async def test_every_watcher_on_every_connection_is_told_each_change_once_in_ord
             # fan-out is still being encoded.
             first = admin.send(UpdateSemaphore(writer, "config", b"v1"))
             second = admin.send(UpdateSemaphore(writer, "config", b"v2"))
-            # A watcher asks something meanwhile: answered after its firings of v1.
+            # A watcher asks meanwhile: answered after its firings of each change made
+            # before its question was read (which ones, the data it is told says).
             asking = watchers[-1]
-            asked = asking.send(DescribeSemaphore(armed[-1][0], "other"))
+            asked = asking.send(DescribeSemaphore(armed[-1][0], "config"))
             assert isinstance(await admin.answer(first), Reply)
             assert isinstance(await admin.answer(second), Reply)
             # A client that watches nothing is answered too.
             assert (await admin.call(DescribeSemaphore(writer, "other"))).description.count == 0
             answer = await asking.answer(asked)
             assert isinstance(answer, Reply)
+            assert isinstance(answer.value, DescribeResult)
+            told = answer.value.description.data
+            assert told in (b"v0", b"v1", b"v2")
             for client, (sid, ids) in zip(watchers, armed, strict=True):
                 while len(client.pushes) < 2 * WATCHES_EACH:  # (those read so far kept)
                     await client.next_event()
@@ -90,8 +95,9 @@ async def test_every_watcher_on_every_connection_is_told_each_change_once_in_ord
                     seen.setdefault(fired.watch_id, []).append(fired.description.data)
                 assert set(seen) == ids
                 assert all(data == [b"v1", b"v2"] for data in seen.values()), seen
-            # (The asking watcher's answer came after its firings of the first change:
-            # its connection's events show the order.)
+            # The asking watcher's answer came after its firings of every change its
+            # answer reflects, and before none of a later change's: its connection's
+            # events show the order.
             events = asking.events
             where = next(
                 i for i, e in enumerate(events) if isinstance(e, Reply) and e.request_id == asked
@@ -101,8 +107,13 @@ async def test_every_watcher_on_every_connection_is_told_each_change_once_in_ord
                 for e in events[:where]
                 if isinstance(e, Push) and isinstance(e.effect, WatchFired)
             ]
-            v1 = [f for f in before if f.description is not None and f.description.data == b"v1"]
-            assert len(v1) == WATCHES_EACH
+            made = [b"v0", b"v1", b"v2"]
+            for data in made[1:]:
+                fired = [
+                    f for f in before if f.description is not None and f.description.data == data
+                ]
+                expected = WATCHES_EACH if made.index(data) <= made.index(told) else 0
+                assert len(fired) == expected, (told, data, len(fired))
             # Nothing more: each watch was told each change once.
             await admin.call(UpdateSemaphore(writer, "other", b"x"))  # (a step after all)
             await asyncio.sleep(0)
