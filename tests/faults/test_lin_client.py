@@ -25,11 +25,10 @@ from typing import Any
 import pytest
 
 import tenure
+from tenure.testing.workload import Books, LinClient, LinConfig, model_file
 from tests.server.wire import ServerProcess
-from tools.faults.history import Recorder
-from tools.faults.lin_books import Books, model_file
-from tools.faults.lin_client import LinClient, Pauses
-from tools.faults.lin_config import LinConfig
+from tools.faults.history import Recorder, now_ns
+from tools.faults.lin_client import LoopPauses
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -39,7 +38,7 @@ NODE = "n"
 WINDOW = 2.0
 
 
-class StopAtPause(Pauses):
+class StopAtPause(LoopPauses):
     """The worker's pause hook, run between a hold and its release: stops the server."""
 
     def __init__(self, config: LinConfig, recorder: Recorder, server: ServerProcess) -> None:
@@ -77,8 +76,8 @@ async def test_a_leave_answered_by_the_session_given_up_is_info(tmp_path: Path) 
     with ServerProcess(tmp_path / "data", "--idle-timeout", "0") as server:
         config = _config(tmp_path, f"tenure://127.0.0.1:{server.port}")
         recorder = Recorder(tmp_path / "history.jsonl")
-        books = Books(tmp_path, 0)
-        lin = LinClient(config, 0, books, Pauses(config, recorder), recorder)
+        books = Books(tmp_path, 0, now_ns)
+        lin = LinClient(config, 0, books, LoopPauses(config, recorder), recorder)
         async with tenure.connect(config.doors[0]) as client:
             await client.create_node(NODE)
             session = await _session(client)
@@ -100,8 +99,8 @@ async def test_a_leave_the_server_answered_is_ok(tmp_path: Path) -> None:
     with ServerProcess(tmp_path / "data", "--idle-timeout", "0") as server:
         config = _config(tmp_path, f"tenure://127.0.0.1:{server.port}")
         recorder = Recorder(tmp_path / "history.jsonl")
-        books = Books(tmp_path, 0)
-        lin = LinClient(config, 0, books, Pauses(config, recorder), recorder)
+        books = Books(tmp_path, 0, now_ns)
+        lin = LinClient(config, 0, books, LoopPauses(config, recorder), recorder)
         async with tenure.connect(config.doors[0]) as client:
             await client.create_node(NODE)
             session = await _session(client)
@@ -117,7 +116,7 @@ async def test_a_release_answered_by_the_session_given_up_is_info(tmp_path: Path
     with ServerProcess(tmp_path / "data", "--idle-timeout", "0") as server:
         config = _config(tmp_path, f"tenure://127.0.0.1:{server.port}")
         recorder = Recorder(tmp_path / "history.jsonl")
-        books = Books(tmp_path, 0)
+        books = Books(tmp_path, 0, now_ns)
         lin = LinClient(config, 0, books, StopAtPause(config, recorder, server), recorder)
         async with tenure.connect(config.doors[0]) as client:
             await client.create_node(NODE)

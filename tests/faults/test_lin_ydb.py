@@ -20,11 +20,10 @@ from typing import Any
 
 import pytest
 
+from tenure.testing.workload import Books, LinClient, LinConfig, ProcessIds
 from tools.faults.check_lin_workload import check_workload, read_events
-from tools.faults.history import Recorder
-from tools.faults.lin_books import Books, Processes
-from tools.faults.lin_client import LinClient, Pauses
-from tools.faults.lin_config import LinConfig
+from tools.faults.history import Recorder, now_ns
+from tools.faults.lin_client import LoopPauses
 from tools.faults.lin_ydb import Visit, YdbVisits
 from tools.faults.lin_ydb_sdk import Described, YdbSession
 
@@ -125,7 +124,7 @@ class Clients:
             hold=(FIRST_HOLDS, FIRST_HOLDS), ydb="grpc://unused",
         )  # fmt: skip
         self.recorder = Recorder(tmp_path / "w0.jsonl")
-        self.books = Books(self.lin_dir, 0)
+        self.books = Books(self.lin_dir, 0, now_ns)
 
         async def connect(client: LinClient) -> YdbSession:
             return FakeSession(face)
@@ -133,14 +132,14 @@ class Clients:
         configs = [self.config, replace(self.config, hold=(0.0, 0.0))]
         self.visits = [YdbVisits(config, connect) for config in configs]
         self.clients = [
-            LinClient(config, n, self.books, Pauses(config, self.recorder), self.recorder)
+            LinClient(config, n, self.books, LoopPauses(config, self.recorder), self.recorder)
             for n, config in enumerate(configs)
         ]
 
     async def visit(self, number: int) -> Visit:
         """A visit of client ``number``, its session open."""
         client = self.clients[number]
-        visit = Visit(self.visits[number], client, Processes(client.label + ".y"))
+        visit = Visit(self.visits[number], client, ProcessIds(client.label + ".y"))
         assert await visit.renew()
         return visit
 

@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 
+from tenure.testing.workload import FACE_MODELS, MODELS
 from tests.etcd.fixtures import require_etcd
 from tests.faults.conftest import require_netns, require_tools
 from tests.postgres.fixtures import require_postgres
@@ -30,7 +31,6 @@ from tools.faults.db_targets import PostgresTarget, RedisTarget
 from tools.faults.etcd_target import EtcdTarget
 from tools.faults.harness import run_scenario
 from tools.faults.history import load
-from tools.faults.lin_books import FACE_MODELS, MODELS
 from tools.faults.lin_harness import run_linearizable
 from tools.faults.power import losses
 from tools.faults.scenarios import LINEARIZABLE, SCENARIOS, applies

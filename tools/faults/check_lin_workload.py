@@ -1,8 +1,8 @@
 """Checking the ``linearizable`` scenario: each model's files merged, closed and checked.
 
 The workers of the scenario record their operations in lincheck's format themselves
-(:mod:`tools.faults.lin_books`), a file per worker and model. For each model
-(:data:`~tools.faults.lin_books.MODELS`) the files are
+(:mod:`tenure.testing.workload`), a file per worker and model. For each model
+(:data:`~tenure.testing.workload.MODELS`) the files are
 
 1. **merged** into one history by time (a loss is written when it is told but
    invoked at the grant seen: it sorts to its place);
@@ -45,9 +45,9 @@ from pathlib import Path
 from typing import Any, Final
 
 from tenure.testing import lincheck
+from tenure.testing.workload import FACE_MODELS, MODELS, through_ydb
 from tools.faults.check_lin import check_events
 from tools.faults.check_locks import Violation
-from tools.faults.lin_books import FACE_MODELS, MODELS, through_ydb
 
 #: The operations whose end closes a hold, per model (module docstring).
 _ENDS: Final = {

@@ -35,8 +35,8 @@ from typing import Final
 from dflockd_client import AsyncDistributedLock, DflockdError, fence_from_token
 
 import tenure
+from tenure.testing.workload import ANSWER_LOST, LinClient, Step
 from tools.faults.history import now_ns
-from tools.faults.lin_client import ANSWER_LOST, LinClient, Step
 
 #: The dflockd lease of a hold, in whole seconds (renewed at half of it by the library).
 LEASE: Final = 3
@@ -92,5 +92,5 @@ async def hold_through_dflockd(client: LinClient, session: tenure.Session) -> No
                 await lock.aclose()
 
 
-#: The steps dflockd's face adds to a client's (:data:`tools.faults.lin_client.STEPS`).
+#: The steps dflockd's face adds to a client's (:data:`tenure.testing.workload.STEPS`).
 DFLOCKD_STEPS: Final[dict[str, tuple[Step, int]]] = {"hold-dflockd": (hold_through_dflockd, 2)}

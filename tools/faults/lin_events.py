@@ -44,7 +44,7 @@ and the holder's own release, which it no longer makes, are ordered against a ho
 end; an end placed earlier than the real one contradicts neither. (The
 ``linearizable`` scenario's membership reads do see a member after its client gave
 it up, so its workload completes only the losses the service told:
-:mod:`tools.faults.lin_client`.)
+:mod:`tenure.testing.workload`.)
 
 Acquires that were not granted, or whose outcome is unknown, are left out: the
 mutex model takes them as doing nothing (a grant nobody heard of binds nobody).

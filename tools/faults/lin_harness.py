@@ -37,11 +37,11 @@ from tests.netproxy import NetProxy
 
 import tenure
 from tenure.errors import AlreadyExistsError
+from tenure.testing.workload import LinConfig
 from tools.faults.check_lin_workload import check_progress, check_workload
 from tools.faults.checker import check
 from tools.faults.harness import HARNESS, NODE, Outcome, create_node, heal, spawn, stop_workers
 from tools.faults.history import Recorder, load, now
-from tools.faults.lin_config import LinConfig
 from tools.faults.lin_cuts import worker_path
 from tools.faults.nemesis import Stage, sleep_until
 from tools.faults.observer import Observer

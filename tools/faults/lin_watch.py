@@ -2,7 +2,7 @@
 
 A watcher client watches one register's data (``semaphore(key).watch(data=True)``)
 and writes each state it is given to its own file (``watch-w<index>c<n>.jsonl``,
-:func:`tools.faults.lin_books.watch_file`) as lincheck events of ``f: "watch"``:
+:func:`tenure.testing.workload.watch_file`) as lincheck events of ``f: "watch"``:
 
 * the header: ``{"watch": "data", "model": "register", "key": KEY, "initial": 0}``;
 * one operation per state seen: ``invoke`` (value null) when the watcher asked for
@@ -33,9 +33,8 @@ from typing import Final
 
 import tenure
 from tenure.errors import LostError, TenureError
+from tenure.testing.workload import Books, LinConfig, ProcessIds
 from tools.faults.history import Recorder
-from tools.faults.lin_books import Books, Processes
-from tools.faults.lin_config import LinConfig
 
 #: Seconds a watcher waits before it watches again after its watch ended.
 AGAIN: Final = (0.1, 0.4)
@@ -51,7 +50,7 @@ class Watcher:
         self.rng = random.Random(f"{config.seed}-{self.label}")
         self.key = self.rng.choice(config.registers)
         self.writer = books.watcher(self.label, self.key)
-        self.procs = Processes(self.label)
+        self.procs = ProcessIds(self.label)
         self.rec = recorder
 
     async def run(self, stop: asyncio.Event) -> None:

@@ -1,12 +1,12 @@
 """A worker process of the ``linearizable`` scenario: its clients, until told to stop.
 
-``python -m tools.faults.lin_worker CONFIG.json`` (:class:`~tools.faults.lin_config.LinConfig`).
-The first :attr:`~tools.faults.lin_config.LinConfig.watchers` clients watch a
+``python -m tools.faults.lin_worker CONFIG.json`` (:class:`~tenure.testing.workload.LinConfig`).
+The first :attr:`~tenure.testing.workload.LinConfig.watchers` clients watch a
 register (:mod:`tools.faults.lin_watch`); the others loop on random operations
-(:mod:`tools.faults.lin_client`; through dflockd's face too where the target serves
+(:mod:`tenure.testing.workload`; through dflockd's face too where the target serves
 it: :mod:`tools.faults.lin_dflockd`; and YDB's: :mod:`tools.faults.lin_ydb`). Every
 operation goes to lincheck's files
-(:mod:`tools.faults.lin_books`); what is not an operation (a pause, a client's loop
+(:mod:`tenure.testing.workload`); what is not an operation (a pause, a client's loop
 dying of an unexpected error) to the suite's history as notes.
 
 On SIGTERM the clients get :data:`STOP_GRACE` seconds to finish their step, then
@@ -23,10 +23,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Final
 
-from tools.faults.history import Recorder
-from tools.faults.lin_books import Books
-from tools.faults.lin_client import STEPS, LinClient, Pauses
-from tools.faults.lin_config import LinConfig
+from tenure.testing.workload import STEPS, Books, LinClient, LinConfig
+from tools.faults.history import Recorder, now_ns
+from tools.faults.lin_client import LoopPauses
 from tools.faults.lin_dflockd import DFLOCKD_STEPS
 from tools.faults.lin_watch import Watcher
 from tools.faults.lin_ydb import YdbVisits
@@ -39,11 +38,11 @@ STOP_GRACE: Final = 3.0
 async def run(config: LinConfig) -> None:
     """Run every client of the worker until SIGTERM (see the module docstring)."""
     recorder = Recorder(Path(config.history))
-    books = Books(Path(config.out_dir), config.index)
+    books = Books(Path(config.out_dir), config.index, now_ns)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     loop.add_signal_handler(signal.SIGTERM, stop.set)
-    pauses = Pauses(config, recorder)
+    pauses = LoopPauses(config, recorder)
     ydb = YdbVisits(config) if config.ydb else None
     steps = {**STEPS, **(DFLOCKD_STEPS if config.dflockd else {}), **(ydb.steps() if ydb else {})}
     runners = [

@@ -4,10 +4,10 @@ On a target that serves YDB's face (``tenure serve --ydb-port``), each client no
 then makes a *visit* (:data:`WEIGHT`): a session of the SDK's asyncio coordination
 client (``ydb.aio``; a driver of the client's own) on the run's node, 1 to
 :data:`MAX_OPS` operations in it, then the session closed. Each operation is recorded
-as the native ones are (:mod:`tools.faults.lin_books`), on process ids of its own
-(``w0c1.y``: :func:`~tools.faults.lin_books.through_ydb`):
+as the native ones are (:mod:`tenure.testing.workload`), on process ids of its own
+(``w0c1.y``: :func:`~tenure.testing.workload.through_ydb`):
 
-* a **hold** of one of :data:`~tools.faults.lin_books.SEMAPHORES` (a YDB mutex of
+* a **hold** of one of :data:`~tenure.testing.workload.SEMAPHORES` (a YDB mutex of
   limit 1, a semaphore of limit 3), lincheck's ``semaphore`` model: ``acquire(count)``
   then ``describe()``. The SDK's acquire returns also when not granted (its wait ran
   out), and tells no fencing token; the face lists each owner with its ``order_id``,
@@ -28,7 +28,7 @@ after a request says how that request ended. A request left unanswered within
 :data:`CALL_BOUND` (the SDK's own wait for an answer is the session's timeout) ends
 the visit: its session is closed, since the SDK would send that request again at its
 next re-attach, whenever that is. A read or write is then ``info`` and sent again in a
-new session as a new process, :data:`~tools.faults.lin_client.RETRIES` times at most.
+new session as a new process, :data:`~tenure.testing.workload.RETRIES` times at most.
 
 A **loss**: a session that expired (its stream silent past :data:`SESSION_TIMEOUT_MS`,
 a worker's pause, a cut) is never told by the SDK, which tries to re-attach it for
@@ -63,10 +63,16 @@ from typing import Any, Final, TypeVar
 from ydb.aio.driver import Driver
 
 import tenure
+from tenure.testing.workload import (
+    RETRIES,
+    SEMAPHORES,
+    YDB_MARK,
+    LinClient,
+    LinConfig,
+    ProcessIds,
+    Step,
+)
 from tools.faults.history import now_ns
-from tools.faults.lin_books import SEMAPHORES, YDB_MARK, Processes
-from tools.faults.lin_client import RETRIES, LinClient, Step
-from tools.faults.lin_config import LinConfig
 from tools.faults.lin_ydb_sdk import (
     DATABASE,
     SESSION_TIMEOUT_MS,
@@ -108,16 +114,16 @@ class YdbVisits:
         self.path = f"{DATABASE}/{config.node}"
         self._connect = connect or self._sdk_session
         self._drivers: dict[str, Any] = {}
-        self._procs: dict[str, Processes] = {}
+        self._procs: dict[str, ProcessIds] = {}
         self._values = 0
 
     def steps(self) -> dict[str, tuple[Step, int]]:
-        """The steps it adds to a client's (:data:`tools.faults.lin_client.STEPS`)."""
+        """The steps it adds to a client's (:data:`tenure.testing.workload.STEPS`)."""
         return {"ydb-visit": (self.visit, WEIGHT)}
 
     async def visit(self, client: LinClient, native: tenure.Session) -> None:
         """One visit (module docstring); the client's native session is not used."""
-        procs = self._procs.setdefault(client.label, Processes(client.label + YDB_MARK))
+        procs = self._procs.setdefault(client.label, ProcessIds(client.label + YDB_MARK))
         visit = Visit(self, client, procs)
         try:
             if not await visit.renew():
@@ -166,7 +172,7 @@ class YdbVisits:
 class Visit:
     """One visit of a client: its YDB process ids and the session it is in."""
 
-    def __init__(self, visits: YdbVisits, client: LinClient, procs: Processes) -> None:
+    def __init__(self, visits: YdbVisits, client: LinClient, procs: ProcessIds) -> None:
         self.visits = visits
         self.client = client
         self.config = visits.config

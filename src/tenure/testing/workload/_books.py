@@ -1,13 +1,14 @@
-"""Where a worker of the ``linearizable`` scenario records its operations: lincheck's files.
+"""Where a worker of the linearizable workload records its operations: lincheck's files.
 
 A worker process keeps one :class:`~tenure.testing.lincheck.HistoryWriter` per model
 (``w<index>-<model>.jsonl``: ``register``, ``counter``, ``mutex``, ``membership``, and
-``semaphore``, whose holds only YDB's face makes: :mod:`tools.faults.lin_ydb`) and
+``semaphore``, whose holds only YDB's face makes: the fault suite's ``tools/faults/lin_ydb.py``) and
 one per watcher (``watch-w<index>c<n>.jsonl``, the ``watch`` events' shape in
-:mod:`tools.faults.lin_watch`), all in one directory of the run. Every event's time is
-the suite's clock (:func:`tools.faults.history.now_ns`: the raw ``CLOCK_MONOTONIC``,
-shared by every process and out of libfaketime's reach), so the files of every worker
-merge into one history per model (:mod:`tools.faults.check_lin_workload`).
+``tools/faults/lin_watch.py``), all in one directory of the run. Every event's time is
+the clock the books are given, in nanoseconds (the fault suite's: the raw
+``CLOCK_MONOTONIC``, shared by every process and out of libfaketime's reach; the
+simulation's: its loop's), so the files of every worker merge into one history per
+model (the fault suite's ``tools/faults/check_lin_workload.py``).
 
 A loss (a mutex's ``lost``, a member's ``leave`` when its session ended it) is
 written when the client hears of it, but invoked at the client's last confirmation
@@ -25,13 +26,14 @@ does through YDB's face has process ids of their own, marked (``w0c1.y``, ``w0c1
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Final
 
 from tenure.testing.lincheck import HistoryWriter
-from tools.faults.history import now_ns
 
-#: The semaphores held through YDB's face (:mod:`tools.faults.lin_ydb`), with their limits.
+#: The semaphores held through YDB's face, with their limits (the fault suite's
+#: ``tools/faults/lin_ydb.py``).
 SEMAPHORES: Final = {"ydb-mtx": 1, "ydb-sem": 3}
 #: The models a worker records, with the header of each one's files.
 MODELS: Final[dict[str, dict[str, Any] | None]] = {
@@ -66,8 +68,10 @@ def watch_file(out_dir: Path, label: str) -> Path:
 class Books:
     """A worker's writers, one per model (module docstring)."""
 
-    def __init__(self, out_dir: Path, worker: int) -> None:
+    def __init__(self, out_dir: Path, worker: int, clock: Callable[[], int]) -> None:
         self.out_dir = out_dir
+        #: Now, in nanoseconds (module docstring).
+        self.now_ns = clock
         self._at: int | None = None
         self.writers = {
             model: HistoryWriter(model_file(out_dir, worker, model), header, clock=self._clock)
@@ -75,7 +79,7 @@ class Books:
         }
 
     def _clock(self) -> int:
-        return now_ns() if self._at is None else self._at
+        return self.now_ns() if self._at is None else self._at
 
     def writer(self, model: str) -> HistoryWriter:
         """The writer of ``model``."""
@@ -84,7 +88,7 @@ class Books:
     def watcher(self, label: str, key: str) -> HistoryWriter:
         """A new writer for what watcher ``label`` sees of ``key``."""
         header = {"watch": "data", "model": "register", "key": key, "initial": 0}
-        return HistoryWriter(watch_file(self.out_dir, label), header, clock=now_ns)
+        return HistoryWriter(watch_file(self.out_dir, label), header, clock=self.now_ns)
 
     def record_at(
         self, at: int, model: str, kind: str, process: str, f: str, value: Any, key: str
@@ -103,7 +107,7 @@ class Books:
             writer.close()
 
 
-class Processes:
+class ProcessIds:
     """A client's lincheck process ids (module docstring)."""
 
     def __init__(self, label: str) -> None:

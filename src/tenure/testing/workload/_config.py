@@ -1,4 +1,5 @@
-"""What one worker process of the ``linearizable`` scenario is given (written as JSON).
+"""What one worker of the linearizable workload is given (written as JSON by the fault
+suite's ``linearizable`` scenario; made in-process by the simulation).
 
 Each client of a worker reaches the service through its *door*: one address of the
 target (a cluster's member: its reads and writes go there first, and follow the
@@ -24,7 +25,7 @@ class LinConfig:
     doors: list[str]
     node: str
     clients: int
-    #: Where the lincheck files go (:mod:`tools.faults.lin_books`).
+    #: Where the lincheck files go (:mod:`tenure.testing.workload._books`).
     out_dir: str
     #: The suite's history file of the worker's notes (client errors, pauses).
     history: str
@@ -44,16 +45,17 @@ class LinConfig:
     op_timeout: float = 5.0
     #: Seconds between two pauses of the worker's loop past the window (0: none).
     pause_every: float = 0.0
-    #: Clients (the first ones) that watch a register instead (:mod:`tools.faults.lin_watch`).
+    #: Clients (the first ones) that watch a register instead (the fault suite's
+    #: ``tools/faults/lin_watch.py``).
     watchers: int = 0
     #: Operations per client at most (the loop is also bounded by the run's time).
     max_ops: int = 100_000
     #: ``host:port`` of each door that serves dflockd's protocol (none: no dflockd
-    #: steps; :mod:`tools.faults.lin_dflockd`), and the mutexes taken through it.
+    #: steps; the fault suite's ``tools/faults/lin_dflockd.py``), and the mutexes taken through it.
     dflockd: list[str] = field(default_factory=list)
     dflockd_keys: list[str] = field(default_factory=list)
     #: The YDB face's endpoint (``grpc://host:port``, where discovery begins; empty: no
-    #: YDB visits; :mod:`tools.faults.lin_ydb`).
+    #: YDB visits; the fault suite's ``tools/faults/lin_ydb.py``).
     ydb: str = ""
     extra: dict[str, str] = field(default_factory=dict)
 

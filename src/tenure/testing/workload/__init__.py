@@ -1,0 +1,55 @@
+"""The linearizable workload: clients that loop on random operations of tenure's public
+API (registers, counters, mutexes, group membership) and record each in lincheck's
+files, by rules that keep an unknown outcome unknown (:mod:`._client`'s docstring).
+
+The fault suite's ``linearizable`` scenario runs it in worker processes against real
+servers; :mod:`tenure.testing.sim` runs it on simulated time. Its pieces:
+:class:`LinConfig` (what a worker is given), :class:`Books` (its lincheck files, on a
+clock it is given), :class:`LinClient` (one client's loop, :data:`STEPS`).
+"""
+
+from tenure.testing.workload._books import (
+    FACE_MODELS,
+    MODELS,
+    SEMAPHORES,
+    YDB_MARK,
+    Books,
+    ProcessIds,
+    model_file,
+    through_ydb,
+    watch_file,
+)
+from tenure.testing.workload._client import (
+    ANSWER_LOST,
+    MAX_MEMBERS,
+    RETRIES,
+    STEPS,
+    LinClient,
+    Notes,
+    Pauses,
+    SessionGoneError,
+    Step,
+)
+from tenure.testing.workload._config import LinConfig
+
+__all__ = [
+    "ANSWER_LOST",
+    "FACE_MODELS",
+    "MAX_MEMBERS",
+    "MODELS",
+    "RETRIES",
+    "SEMAPHORES",
+    "STEPS",
+    "YDB_MARK",
+    "Books",
+    "LinClient",
+    "LinConfig",
+    "Notes",
+    "Pauses",
+    "ProcessIds",
+    "SessionGoneError",
+    "Step",
+    "model_file",
+    "through_ydb",
+    "watch_file",
+]
