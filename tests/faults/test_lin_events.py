@@ -17,10 +17,11 @@ from typing import Any
 import pytest
 
 from tenure.testing import lincheck
+from tenure.testing.workload import close_holds
 from tests.faults.test_checkers import Build
 from tools.faults import check_lin
 from tools.faults.check_lin import check_events, check_linearizability
-from tools.faults.check_lin_workload import check_progress, check_workload, close_holds
+from tools.faults.check_lin_workload import check_progress, check_workload
 from tools.faults.history import parse
 from tools.faults.lin_events import events, mutex_ops, register_ops, stamp
 

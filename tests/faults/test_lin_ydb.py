@@ -20,8 +20,8 @@ from typing import Any
 
 import pytest
 
-from tenure.testing.workload import Books, LinClient, LinConfig, ProcessIds
-from tools.faults.check_lin_workload import check_workload, read_events
+from tenure.testing.workload import Books, LinClient, LinConfig, ProcessIds, read_events
+from tools.faults.check_lin_workload import check_workload
 from tools.faults.history import Recorder, now_ns
 from tools.faults.lin_client import LoopPauses
 from tools.faults.lin_ydb import Visit, YdbVisits

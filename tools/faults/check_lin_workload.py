@@ -4,16 +4,9 @@ The workers of the scenario record their operations in lincheck's format themsel
 (:mod:`tenure.testing.workload`), a file per worker and model. For each model
 (:data:`~tenure.testing.workload.MODELS`) the files are
 
-1. **merged** into one history by time (a loss is written when it is told but
-   invoked at the grant seen: it sorts to its place);
-2. **closed**: a hold (of a mutex, or of a semaphore through YDB's face) whose client
-   never recorded its end (its worker was stopped holding it, or its session ended
-   untold) gets a ``lost`` invoked at its grant and never completed; a membership
-   whose client never recorded its end, or a ``join`` whose outcome is unknown (it
-   may have joined), gets a ``leave`` invoked at the join and never completed.
-   Either may take effect any time after, or never (``info``): without it the model
-   would keep the hold or the member for ever, though its session ended (a model only
-   a face records, ``semaphore``, is not checked where nothing recorded it);
+1. **merged** into one history by time and 2. **closed** (the holds and members left
+   open given an end never completed), as :mod:`tenure.testing.workload._merge` says (a
+   model only a face records, ``semaphore``, is not checked where nothing recorded it);
 3. **checked** by :func:`~tools.faults.check_lin.check_events`: the rule
    ``linearizable:<model>``, its numbers, and the merged history written to the
    run's ``lincheck/`` directory with its witness.
@@ -40,88 +33,13 @@ still written.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
-from typing import Any, Final
+from typing import Any
 
 from tenure.testing import lincheck
-from tenure.testing.workload import FACE_MODELS, MODELS, through_ydb
+from tenure.testing.workload import FACE_MODELS, MODELS, close_holds, read_events, through_ydb
 from tools.faults.check_lin import check_events
 from tools.faults.check_locks import Violation
-
-#: The operations whose end closes a hold, per model (module docstring).
-_ENDS: Final = {
-    "mutex": ("release", "lost"),
-    "semaphore": ("release", "lost"),
-    "membership": ("leave",),
-}
-
-
-def read_events(paths: list[Path]) -> list[dict[str, Any]]:
-    """Every event of ``paths``, merged by time (headers dropped; a line cut short by a
-    killed process skipped)."""
-    found: list[tuple[int, int, int, dict[str, Any]]] = []
-    for index, path in enumerate(paths):
-        if not path.exists():
-            continue
-        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines()):
-            try:
-                event = json.loads(line)
-            except json.JSONDecodeError:
-                continue
-            if isinstance(event, dict) and "type" in event and "time" in event:
-                found.append((int(event["time"]), index, number, event))
-    found.sort(key=lambda item: item[:3])
-    return [event for _, _, _, event in found]
-
-
-def _label(process: str) -> str:
-    """The client of a process id (``w0c1.3`` and ``w0c1/lost-m0-7``: ``w0c1``)."""
-    return process.split("/")[0].split(".")[0]
-
-
-def close_holds(model: str, events: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """``events`` with an end never completed for every hold or membership left open
-    (module docstring), in time order."""
-    if model not in _ENDS:
-        return events
-    grant_f, end_fs = ("join" if model == "membership" else "acquire"), _ENDS[model]
-    invoked: dict[str, dict[str, Any]] = {}
-    open_holds: dict[tuple[str, str, Any], dict[str, Any]] = {}
-    added: list[dict[str, Any]] = []
-    for event in events:
-        process, kind, f = str(event["process"]), event["type"], event["f"]
-        if kind == "invoke":
-            invoked[process] = event
-            if f in end_fs:
-                open_holds.pop(_hold(model, event, process), None)
-            continue
-        call = invoked.pop(process, None)
-        if call is None or f != grant_f:
-            continue
-        if kind == "ok":
-            value = call["value"] if model == "membership" else event["value"]  # the token
-            opened = {**event, "value": value}
-            open_holds[_hold(model, opened, process)] = opened
-        elif kind == "info" and model == "membership":
-            added.append(_end(call, "leave", call["value"], "maybe"))
-    for (_, _, value), opened in open_holds.items():
-        added.append(_end(opened, end_fs[-1], value, "open"))
-    merged = events + added
-    merged.sort(key=lambda event: int(event["time"]))
-    return merged
-
-
-def _hold(model: str, event: dict[str, Any], process: str) -> tuple[str, str, Any]:
-    """A hold's identity: its client, key and token (mutex) or member id (membership)."""
-    return (_label(process), str(event.get("key")), event["value"])
-
-
-def _end(start: dict[str, Any], f: str, value: Any, why: str) -> dict[str, Any]:
-    """An end of a hold, invoked at ``start``'s time and never completed."""
-    process = f"{_label(str(start['process']))}/{why}-{start.get('key')}-{value}"
-    return {"process": process, "type": "invoke", "f": f, "key": start.get("key"),
-            "value": value, "time": start["time"]}  # fmt: skip
 
 
 def check_workload(
@@ -184,6 +102,11 @@ def check_watchers(
     shown = "; ".join(certain[:3])
     more = f" (and {len(certain) - 3} more)" if len(certain) > 3 else ""
     return [Violation("linearizable:watch", f"{shown}{more}", 0.0)], numbers
+
+
+def _label(process: str) -> str:
+    """The client of a process id (``w0c1.3`` and ``w0c1/lost-m0-7``: ``w0c1``)."""
+    return process.split("/")[0].split(".")[0]
 
 
 def check_progress(

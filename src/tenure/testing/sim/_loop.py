@@ -16,8 +16,10 @@ selector) with two things replaced:
 
 ``create_connection`` and ``create_server`` with a host and port, and
 ``open_connection``/``start_server`` over them, reach the simulated network (a
-connection is made from the loop's own host, :attr:`SimLoop.host`); ``getaddrinfo``
-answers every name with itself. No thread: ``run_in_executor`` (and so
+connection is made from the host of the process that makes it, else the loop's own,
+:attr:`SimLoop.host`); ``getaddrinfo`` answers every name with itself. Processes
+(:mod:`tenure.testing.sim._processes`) run, pause and crash in the loop:
+:attr:`SimLoop.processes`. No thread: ``run_in_executor`` (and so
 ``asyncio.to_thread``) runs the function at once, on the loop, and
 ``call_soon_threadsafe`` from another thread is refused.
 """
@@ -35,6 +37,7 @@ from collections.abc import Callable
 from typing import Any, Final
 
 from tenure.testing.sim._network import SimNetwork
+from tenure.testing.sim._processes import PROCESS, HeldReady, ProcessTable
 from tenure.testing.sim._sockets import SimSocket
 
 __all__ = ["SimDeadlockError", "SimLoop", "SimSelector"]
@@ -50,7 +53,8 @@ class SimDeadlockError(RuntimeError):
 class SimSelector(selectors.BaseSelector):
     """The selector of a :class:`SimLoop`: readiness of simulated sockets, and time."""
 
-    def __init__(self) -> None:
+    def __init__(self, processes: ProcessTable) -> None:
+        self.processes = processes
         self._keys: dict[int, selectors.SelectorKey] = {}
         #: The simulated sockets by number (the network's): the loop registers numbers.
         self.sockets: dict[int, SimSocket] = {}
@@ -92,6 +96,8 @@ class SimSelector(selectors.BaseSelector):
             sock = self.sockets.get(fd)
             if sock is None:
                 continue  # the loop's self-pipe: nothing writes to it (no threads)
+            if not self.processes.runs(sock.local[0]):
+                continue  # its process is paused: what arrived waits in the socket
             events = 0
             if key.events & selectors.EVENT_READ and sock.readable():
                 events |= selectors.EVENT_READ
@@ -125,10 +131,13 @@ class SimLoop(asyncio.SelectorEventLoop):
     def __init__(
         self, seed: int, *, host: str = "client", network: SimNetwork | None = None
     ) -> None:
+        #: Its processes: which run, are paused or crashed.
+        self.processes = ProcessTable()
         #: Its selector: readiness and the simulated clock (``waits``: how often the
         #: clock moved on instead of the loop waiting).
-        self.selector = SimSelector()
+        self.selector = SimSelector(self.processes)
         super().__init__(self.selector)
+        self._ready: deque[asyncio.Handle] = HeldReady(self.processes)
         self._clock_resolution = RESOLUTION
         self.seed = seed
         self.rng = random.Random(seed)
@@ -141,10 +150,30 @@ class SimLoop(asyncio.SelectorEventLoop):
         """Simulated seconds since the loop was made."""
         return self.selector.now
 
+    def _host(self) -> str:
+        """The host of the process running now (the loop's own outside any)."""
+        process = PROCESS.get()
+        return self.host if process is None else process.name
+
+    # -- processes ------------------------------------------------------------------------
+
+    def pause(self, host: str) -> None:
+        """Stop ``host``'s running process until :meth:`resume` (a SIGSTOP, a GC pause)."""
+        self.processes.pause(self.processes.current[host])
+
+    def resume(self, host: str) -> None:
+        """Let ``host``'s process run again: what it missed runs now, in order."""
+        self.processes.resume(self.processes.current[host], self._ready)
+
+    def crash(self, host: str) -> None:
+        """Kill ``host``'s process: it never runs again, its connections are reset."""
+        self.processes.crash(self.processes.current[host])
+        self.network.crash(host)
+
     # -- the order among ready tasks ------------------------------------------------------
 
     def _run_once(self) -> None:
-        ready: deque[asyncio.Handle] = self._ready  # type: ignore[attr-defined]
+        ready: deque[asyncio.Handle] = self._ready
         if len(ready) > 1:
             places = [i for i, handle in enumerate(ready) if _is_task_step(handle)]
             if len(places) > 1:
@@ -205,7 +234,7 @@ class SimLoop(asyncio.SelectorEventLoop):
         if sock is None:
             if host is None or port is None:
                 raise ValueError("host and port, or sock, must be given")
-            sock = self.network.connect(self.host, (host, int(port)))
+            sock = self.network.connect(self._host(), (host, int(port)))
         return await super().create_connection(protocol_factory, sock=sock, **kwargs)
 
     async def create_server(
@@ -217,7 +246,7 @@ class SimLoop(asyncio.SelectorEventLoop):
         kwargs.pop("reuse_address", None)
         kwargs.pop("reuse_port", None)
         if sock is None:
-            sock = self.network.listen(self.host if host in (None, "") else str(host), port or 0)
+            sock = self.network.listen(self._host() if host in (None, "") else str(host), port or 0)
         return await super().create_server(protocol_factory, sock=sock, **kwargs)
 
 

@@ -22,6 +22,7 @@ network's own seeded :class:`random.Random`, so one seed gives one schedule.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import errno
 import random
 import socket
@@ -142,7 +143,8 @@ class SimNetwork:
         when = now + self.latency + self.rng.uniform(0.0, self.jitter)
         when = max(when, self._last_arrival.get(sock.number, now))
         self._last_arrival[sock.number] = when
-        self.loop.call_at(when, self._arrive, sock, data)
+        # (in no process's context: what was sent arrives while its sender is paused)
+        self.loop.call_at(when, self._arrive, sock, data, context=contextvars.Context())
 
     def _arrive(self, sock: SimSocket, data: bytes | None) -> None:
         stream = sock.outgoing
@@ -200,6 +202,17 @@ class SimNetwork:
         sock.peer = None
         if peer is not None:
             peer.peer = None
+
+    def crash(self, host: str) -> int:
+        """``host``'s process died: its listeners close (a connect is refused), its
+        connections are reset (what was in flight is lost); how many sockets it had."""
+        mine = [sock for sock in self.sockets.values() if sock.local[0] == host]
+        for sock in mine:
+            if sock.backlog is None:
+                self._reset_pair(sock)
+            sock.closed = True
+            self.closed(sock)
+        return len(mine)
 
     # -- cuts -----------------------------------------------------------------------------
 

@@ -5,7 +5,8 @@ files, by rules that keep an unknown outcome unknown (:mod:`._client`'s docstrin
 The fault suite's ``linearizable`` scenario runs it in worker processes against real
 servers; :mod:`tenure.testing.sim` runs it on simulated time. Its pieces:
 :class:`LinConfig` (what a worker is given), :class:`Books` (its lincheck files, on a
-clock it is given), :class:`LinClient` (one client's loop, :data:`STEPS`).
+clock it is given), :class:`LinClient` (one client's loop, :data:`STEPS`), and
+:func:`read_events` and :func:`close_holds` (a model's files as one history).
 """
 
 from tenure.testing.workload._books import (
@@ -31,6 +32,7 @@ from tenure.testing.workload._client import (
     Step,
 )
 from tenure.testing.workload._config import LinConfig
+from tenure.testing.workload._merge import close_holds, read_events
 
 __all__ = [
     "ANSWER_LOST",
@@ -49,7 +51,9 @@ __all__ = [
     "ProcessIds",
     "SessionGoneError",
     "Step",
+    "close_holds",
     "model_file",
+    "read_events",
     "through_ydb",
     "watch_file",
 ]

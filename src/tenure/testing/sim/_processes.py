@@ -1,0 +1,136 @@
+"""Simulated processes in one event loop: each can pause (SIGSTOP, a GC pause) and crash.
+
+A :class:`SimProcess` is a name (its host on the network) and an incarnation: a
+restarted server is a new process of the same host. Everything a process runs carries
+it in a context variable (:data:`PROCESS`): :meth:`ProcessTable.spawn` starts a task in
+a context where it is set, and asyncio copies a task's context into every callback,
+timer and task made from it, so the loop can tell whose a ready callback is.
+
+* **Pause**: the loop's ready queue (:class:`HeldReady`) holds back the callbacks of a
+  paused process, in order, and the selector does not report its sockets: its timers
+  fire late, what reaches it waits in its sockets, as in a stopped process. Resuming
+  puts what was held back in the queue, in order.
+* **Crash**: its callbacks are dropped from then on, and its host's connections are
+  reset (the network's :meth:`~tenure.testing.sim._network.SimNetwork.crash`): its tasks
+  never run again and no ``finally`` of theirs runs, as a ``kill -9`` would leave them.
+  A new incarnation of the host starts from what its disk kept.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+from collections import deque
+from collections.abc import Coroutine, Iterable
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+__all__ = ["PROCESS", "HeldReady", "ProcessTable", "SimProcess"]
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class SimProcess:
+    """One incarnation of a process on host ``name`` (module docstring)."""
+
+    name: str
+    incarnation: int
+
+    def __str__(self) -> str:
+        return f"{self.name}#{self.incarnation}"
+
+
+#: The process whose code is running (None: the simulation's own, never paused).
+PROCESS: contextvars.ContextVar[SimProcess | None] = contextvars.ContextVar(
+    "tenure_sim_process", default=None
+)
+
+
+def process_of(handle: asyncio.Handle) -> SimProcess | None:
+    """The process a ready callback belongs to (its context's :data:`PROCESS`)."""
+    context = getattr(handle, "_context", None)
+    return None if context is None else context.get(PROCESS)
+
+
+class ProcessTable:
+    """Which processes run, are paused or crashed (module docstring)."""
+
+    def __init__(self) -> None:
+        self._incarnations: dict[str, int] = {}
+        self.paused: set[SimProcess] = set()
+        self.crashed: set[SimProcess] = set()
+        self.held: dict[SimProcess, list[asyncio.Handle]] = {}
+        #: Each host's running incarnation.
+        self.current: dict[str, SimProcess] = {}
+
+    def new(self, name: str) -> SimProcess:
+        """A new incarnation of host ``name`` (the one before, if any, must have crashed)."""
+        before = self.current.get(name)
+        if before is not None and before not in self.crashed:
+            raise RuntimeError(f"{before} is still running")
+        number = self._incarnations.get(name, 0) + 1
+        self._incarnations[name] = number
+        process = SimProcess(name, number)
+        self.current[name] = process
+        return process
+
+    def spawn(self, process: SimProcess, coro: Coroutine[Any, Any, T]) -> asyncio.Task[T]:
+        """Run ``coro`` as a task of ``process``: what it starts is the process's too."""
+        context = contextvars.copy_context()
+        context.run(PROCESS.set, process)
+        return asyncio.get_running_loop().create_task(coro, context=context)
+
+    def runs(self, host: str) -> bool:
+        """Whether ``host``'s sockets may be served now (not paused; a crashed host's
+        sockets were reset)."""
+        process = self.current.get(host)
+        return process is None or process not in self.paused
+
+    def pause(self, process: SimProcess) -> None:
+        """Hold back everything of ``process`` until :meth:`resume`."""
+        if process not in self.crashed:
+            self.paused.add(process)
+
+    def resume(self, process: SimProcess, ready: deque[asyncio.Handle]) -> None:
+        """Let ``process`` run again: what was held back goes to ``ready``, in order."""
+        self.paused.discard(process)
+        for handle in self.held.pop(process, []):
+            if not handle.cancelled():
+                ready.append(handle)
+
+    def crash(self, process: SimProcess) -> None:
+        """``process`` never runs again (module docstring)."""
+        self.crashed.add(process)
+        self.paused.discard(process)
+        self.held.pop(process, None)
+
+    def keep(self, handle: asyncio.Handle) -> bool:
+        """Whether ``handle`` may go to the ready queue now (else it was held or dropped)."""
+        process = process_of(handle)
+        if process is None:
+            return True
+        if process in self.crashed:
+            return False
+        if process in self.paused:
+            self.held.setdefault(process, []).append(handle)
+            return False
+        return True
+
+    def alive(self) -> Iterable[SimProcess]:
+        """The running incarnations (paused or not)."""
+        return [p for p in self.current.values() if p not in self.crashed]
+
+
+class HeldReady(deque[asyncio.Handle]):
+    """The loop's ready queue, which holds back a paused process's callbacks and drops a
+    crashed one's (module docstring): asyncio appends every ready callback here."""
+
+    def __init__(self, table: ProcessTable) -> None:
+        super().__init__()
+        self.table = table
+
+    def append(self, handle: asyncio.Handle) -> None:
+        """Queue ``handle`` unless its process is paused (held) or crashed (dropped)."""
+        if self.table.keep(handle):
+            super().append(handle)
