@@ -70,7 +70,10 @@ class Outboxes:
     def __init__(self, config: ServeConfig, request_flush: Callable[[], None]) -> None:
         self.config = config
         self._request_flush = request_flush
-        self._outgoing: set[Connection] = set()
+        # (a dict, not a set: its order is the order connections were queued to,
+        # not their addresses', so that a seed replays a simulated run:
+        # tenure.testing.sim)
+        self._outgoing: dict[Connection, None] = {}
         #: Output waiting for its batch to be durable: (batch, [(conn, bytes, close)]).
         self._sealed: deque[tuple[int, list[tuple[Connection, bytes, bool]]]] = deque()
         #: A big fan-out's pushes, encoded over later turns (the routing's).
@@ -135,12 +138,12 @@ class Outboxes:
     def finish(self, conn: Connection) -> None:
         """Close ``conn`` once what it is owed is written."""
         conn.closing = True
-        self._outgoing.add(conn)
+        self._outgoing[conn] = None
         self._request_flush()
 
     def _queue(self, conn: Connection, data: bytes) -> None:
         conn.outbox.append(data)
-        self._outgoing.add(conn)
+        self._outgoing[conn] = None
         self._request_flush()
 
     def seal(self, batch: int, durable: int) -> None:

@@ -138,6 +138,7 @@ class SimLoop(asyncio.SelectorEventLoop):
         self.selector = SimSelector(self.processes)
         super().__init__(self.selector)
         self._ready: deque[asyncio.Handle] = HeldReady(self.processes)
+        self.set_task_factory(self.processes.make_task)  # type: ignore[arg-type]
         self._clock_resolution = RESOLUTION
         self.seed = seed
         self.rng = random.Random(seed)

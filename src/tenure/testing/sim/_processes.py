@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import weakref
 from collections import deque
 from collections.abc import Coroutine, Iterable
 from dataclasses import dataclass
@@ -63,6 +64,23 @@ class ProcessTable:
         self.held: dict[SimProcess, list[asyncio.Handle]] = {}
         #: Each host's running incarnation.
         self.current: dict[str, SimProcess] = {}
+        self._tasks: weakref.WeakKeyDictionary[asyncio.Task[Any], SimProcess] = (
+            weakref.WeakKeyDictionary()
+        )
+
+    def make_task(
+        self,
+        loop: asyncio.AbstractEventLoop,
+        coro: Coroutine[Any, Any, Any],
+        context: contextvars.Context | None = None,
+    ) -> asyncio.Task[Any]:
+        """The loop's task factory: a task, and whose it is (asyncio's C tasks do not
+        show their context)."""
+        task = asyncio.Task(coro, loop=loop, context=context)
+        process = PROCESS.get() if context is None else context.get(PROCESS)
+        if process is not None:
+            self._tasks[task] = process
+        return task
 
     def new(self, name: str) -> SimProcess:
         """A new incarnation of host ``name`` (the one before, if any, must have crashed)."""
@@ -104,6 +122,21 @@ class ProcessTable:
         self.crashed.add(process)
         self.paused.discard(process)
         self.held.pop(process, None)
+
+    def of_task(self, task: asyncio.Task[Any]) -> SimProcess | None:
+        """The process ``task`` belongs to."""
+        return self._tasks.get(task)
+
+    def bury(self, task: asyncio.Task[Any]) -> None:
+        """Close the coroutine of a crashed process's ``task`` now: its ``finally``
+        blocks run while the loop is open (what they schedule is dropped), not when
+        the collector finds it, after the run."""
+        coro = task.get_coro()
+        try:
+            coro.close()
+        except BaseException:  # (what a dead process's cleanup raised concerns nobody)
+            pass
+        task._log_destroy_pending = False  # type: ignore[attr-defined]
 
     def keep(self, handle: asyncio.Handle) -> bool:
         """Whether ``handle`` may go to the ready queue now (else it was held or dropped)."""

@@ -1,0 +1,116 @@
+"""The simulation's faults: drawn from the run's seed, one at a time, then healed.
+
+Every ``GAP`` seconds (drawn) the nemesis picks a fault among :data:`FAULTS` (weighted)
+and a length; each ends by itself (a timer heals it). Of a single server target:
+
+* ``cut``: a client and the server hear nothing from each other (both ways, or one);
+* ``reset``: every connection between a client and the server reset;
+* ``crash``: the server killed (``kill -9``: what it had written stays) and started
+  again from its data directory after a while;
+* ``pause-server``, ``pause-client``: a process stopped (SIGSTOP, a GC pause), at times
+  past the sessions' recovery window, then resumed.
+
+:meth:`Nemesis.heal` ends whatever is under way (the run's quiet end): the cuts are
+healed, the paused resumed, a crashed server started.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import random
+from typing import TYPE_CHECKING, Final
+
+from tenure.testing.sim._server import SimServer
+from tenure.testing.sim._workload import WINDOW, SimNotes, client_host
+
+if TYPE_CHECKING:
+    from tenure.testing.sim._loop import SimLoop
+
+__all__ = ["FAULTS", "Nemesis"]
+
+#: Each fault and its weight.
+FAULTS: Final = {"cut": 3, "reset": 2, "crash": 2, "pause-server": 2, "pause-client": 2}
+#: Seconds between two faults, at random between the two.
+GAP: Final = (0.5, 4.0)
+#: How long a fault lasts, in seconds, at random between the two (past the window
+#: at times).
+LENGTH: Final = (0.1, WINDOW * 2)
+
+
+class Nemesis:
+    """The faults of one run (module docstring), drawn from ``rng``."""
+
+    def __init__(
+        self,
+        loop: SimLoop,
+        rng: random.Random,
+        server: SimServer,
+        clients: int,
+        notes: SimNotes,
+    ) -> None:
+        self.loop = loop
+        self.rng = rng
+        self.server = server
+        self.clients = clients
+        self.notes = notes
+        self._paused: set[str] = set()
+        #: How many of each fault were made.
+        self.counts: dict[str, int] = dict.fromkeys(FAULTS, 0)
+
+    async def run(self, until: float) -> None:
+        """Make faults until ``until`` (simulated seconds), each healed in its time."""
+        names, weights = list(FAULTS), list(FAULTS.values())
+        while True:
+            await asyncio.sleep(self.rng.uniform(*GAP))
+            if self.loop.time() >= until:
+                return
+            fault = self.rng.choices(names, weights)[0]
+            length = self.rng.uniform(*LENGTH)
+            await self._make(fault, length)
+            self.counts[fault] += 1
+
+    async def _make(self, fault: str, length: float) -> None:
+        client = client_host(self.rng.randrange(self.clients))
+        network = self.loop.network
+        self.notes.note("nemesis", fault, seconds=length, client=client)
+        if fault == "cut":
+            both = self.rng.random() < 0.5
+            host, other = (client, self.server.host)
+            if not both and self.rng.random() < 0.5:
+                host, other = other, host
+            network.cut(host, other, both=both)
+            self._later(length, lambda: network.heal(host, other))
+        elif fault == "reset":
+            network.reset(client, self.server.host)
+        elif fault == "crash":
+            if self.server.running:
+                self.server.crash()
+                await asyncio.sleep(length)
+                await self.server.start()
+        else:
+            host = self.server.host if fault == "pause-server" else client
+            if host == self.server.host and not self.server.running:
+                return
+            if self.loop.processes.current[host] in self.loop.processes.paused:
+                return  # (paused already, by its own pauses)
+            self._paused.add(host)
+            self.loop.pause(host)
+            self._later(length, lambda: self._resume(host))
+
+    def _resume(self, host: str) -> None:
+        if host in self._paused:
+            self._paused.discard(host)
+            self.loop.resume(host)
+
+    def _later(self, seconds: float, action: object) -> None:
+        # (no process's: a paused one's timers are held back)
+        self.loop.call_later(seconds, action, context=contextvars.Context())  # type: ignore[arg-type]
+
+    async def heal(self) -> None:
+        """End every fault under way (module docstring)."""
+        self.loop.network.heal()
+        for host in sorted(self._paused):
+            self._resume(host)
+        if not self.server.running:
+            await self.server.start()

@@ -1,0 +1,196 @@
+"""One simulated run: a seed, a target and a length in; a history, its hash and the
+verdicts out.
+
+A run (:func:`run_seed`) on target ``server``: a tenure server (:class:`SimServer`), the
+node and registers made, :attr:`SimOptions.clients` clients of the linearizable
+workload (:mod:`tenure.testing.sim._workload`) for :attr:`SimOptions.minutes` of
+simulated time, the nemesis's faults (:mod:`tenure.testing.sim._nemesis`) all along
+but the last :data:`QUIET` seconds, when everything is healed and every client must
+make progress again. Then the clients stop, the server stops, and the history is
+judged (:mod:`tenure.testing.sim._verdicts`).
+
+The **history sha256** is that of every model's merged history (lincheck's events,
+times in simulated nanoseconds), in the order of the models: one seed and one set of
+options give one hash, on any machine.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import random
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Final
+
+from tenure.testing.sim._chance import seeded
+from tenure.testing.sim._loop import SimLoop
+from tenure.testing.sim._nemesis import Nemesis
+from tenure.testing.sim._server import SimServer
+from tenure.testing.sim._verdicts import Verdicts, judge, merged_histories
+from tenure.testing.sim._workload import SimNotes, create_keys, start_clients
+
+__all__ = ["QUIET", "TARGETS", "SimOptions", "SimResult", "run_seed"]
+
+#: The targets a run can simulate.
+TARGETS: Final = ("server",)
+#: Seconds at the end of a run with no fault, in which every client must progress.
+QUIET: Final = 15.0
+#: Seconds the clients are given to stop once told.
+STOP_WAIT: Final = 30.0
+
+
+@dataclass(frozen=True)
+class SimOptions:
+    """What a run is: its seed and the options that, with it, decide everything."""
+
+    seed: int
+    target: str = "server"
+    #: Simulated minutes of workload (the quiet end included).
+    minutes: float = 1.0
+    clients: int = 8
+    #: A bug put back for the run (:mod:`tenure.testing.sim._mutants`), or None.
+    mutant: str | None = None
+
+    def command(self) -> str:
+        """The command that runs this again."""
+        mutant = f" --mutant {self.mutant}" if self.mutant else ""
+        return (
+            f"python -m tenure.testing.sim --seed {self.seed} --target {self.target} "
+            f"--minutes {self.minutes:g} --clients {self.clients}{mutant}"
+        )
+
+
+@dataclass
+class SimResult:
+    """What a run found."""
+
+    options: SimOptions
+    #: The history sha256 (module docstring).
+    digest: str
+    verdicts: Verdicts
+    #: Simulated seconds the run lasted, and the CPU seconds it took.
+    simulated: float
+    cpu: float
+    faults: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        """Whether every verdict held."""
+        return not self.verdicts.violations
+
+    def to_dict(self) -> dict[str, Any]:
+        """The result as JSON-ready data."""
+        return {
+            "seed": self.options.seed,
+            "target": self.options.target,
+            "mutant": self.options.mutant,
+            "digest": self.digest,
+            "ok": self.ok,
+            "violations": self.verdicts.violations,
+            "operations": self.verdicts.operations,
+            "simulated_seconds": round(self.simulated, 3),
+            "cpu_seconds": round(self.cpu, 3),
+            "faults": self.faults,
+        }
+
+
+def run_seed(options: SimOptions, work_dir: Path | None = None) -> SimResult:
+    """Run ``options`` once, in ``work_dir`` (a temporary directory if None)."""
+    if options.target not in TARGETS:
+        raise ValueError(f"unknown target {options.target!r} (one of {', '.join(TARGETS)})")
+    if work_dir is None:
+        with tempfile.TemporaryDirectory(prefix="tenure-sim-") as tmp:
+            return run_seed(options, Path(tmp))
+    with seeded(options.seed):
+        return _run(options, work_dir)
+
+
+def _run(options: SimOptions, work_dir: Path) -> SimResult:
+    started = time.process_time()
+    loop = SimLoop(options.seed, host="harness")
+    unhandled = _Unhandled()
+    loop.set_exception_handler(unhandled.handle)
+    notes = SimNotes(loop)
+    try:
+        faults = loop.run_until_complete(_main(loop, options, work_dir, notes))
+    finally:
+        loop.run_until_complete(_end_every_task(loop))
+        loop.close()
+    histories = merged_histories(work_dir / "lin")
+    verdicts = judge(histories, notes, unhandled.errors, QUIET, options.clients)
+    digest = hashlib.sha256()
+    for model, events in histories.items():
+        digest.update(model.encode() + b"\n")
+        for event in events:
+            digest.update(json.dumps(event, sort_keys=True).encode() + b"\n")
+    return SimResult(
+        options, digest.hexdigest(), verdicts, loop.time(), time.process_time() - started, faults
+    )
+
+
+async def _main(
+    loop: SimLoop, options: SimOptions, work_dir: Path, notes: SimNotes
+) -> dict[str, int]:
+    lin_dir = work_dir / "lin"
+    lin_dir.mkdir(parents=True, exist_ok=True)
+    server = SimServer(loop, work_dir / "data")
+    await server.start()
+    await create_keys(server.url)
+    stop = asyncio.Event()
+    tasks, books = start_clients(
+        loop, server.url, lin_dir, options.seed, options.clients, notes, stop
+    )
+    nemesis = Nemesis(
+        loop, random.Random(f"{options.seed}-nemesis"), server, options.clients, notes
+    )
+    end = loop.time() + options.minutes * 60
+    try:
+        await nemesis.run(end - QUIET)
+        await nemesis.heal()
+        notes.note("harness", "heal")
+        await asyncio.sleep(max(0.0, end - loop.time()))
+        notes.note("harness", "stop")
+        stop.set()
+        _, late = await asyncio.wait(tasks, timeout=STOP_WAIT)
+        for task in late:
+            notes.note("harness", "client-stuck", task=task.get_name())
+            task.cancel()
+    finally:
+        books.close()
+        server.crash()  # (nothing of it is judged after the stop: no shutdown to run)
+    return nemesis.counts
+
+
+async def _end_every_task(loop: SimLoop) -> None:
+    """Cancel what is left running, and close the coroutines of crashed processes'
+    tasks while the loop is open (what their ``finally`` blocks schedule is dropped:
+    they are crashed; closed later, by the collector, they would call a closed loop)."""
+    left = [task for task in asyncio.all_tasks() if task is not asyncio.current_task()]
+    running = []
+    for task in left:
+        if loop.processes.of_task(task) in loop.processes.crashed:
+            loop.processes.bury(task)
+        else:
+            task.cancel()
+            running.append(task)
+    await asyncio.gather(*running, return_exceptions=True)
+
+
+class _Unhandled:
+    """The loop's exception handler: what a callback or a task raised unhandled, kept
+    (a crashed process's tasks, destroyed pending, are expected and left out)."""
+
+    def __init__(self) -> None:
+        self.errors: list[str] = []
+
+    def handle(self, loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
+        """Keep what ``context`` says was raised."""
+        message = str(context.get("message", ""))
+        if message.startswith("Task was destroyed but it is pending"):
+            return
+        error = context.get("exception")
+        self.errors.append(f"{message}: {error!r}" if error is not None else message)

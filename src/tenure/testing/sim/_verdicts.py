@@ -1,0 +1,135 @@
+"""A simulated run's verdicts: its history checked, and its clients' progress.
+
+The rules (each violation a line naming its rule):
+
+* ``linearizable:<model>``: the model's merged history (the workload's files, the
+  holds left open closed: :mod:`tenure.testing.workload._merge`) is linearizable by
+  :func:`tenure.testing.lincheck.check`. The mutex model holds fencing tokens to
+  strictly increasing order per name, across the server's crashes and restarts, and
+  at most one holder; the registers and counters hold every acknowledged write (none
+  lost, none applied twice); membership holds each member's join and leave. A search
+  past its bound is a violation too (``unknown``: a run must be judged);
+* ``no-progress``: a client with no operation answered (``ok`` or ``fail``) in the
+  run's quiet end, once every fault was healed;
+* ``hang``: an operation still unanswered at the stop, invoked more than the quiet
+  end's length before it;
+* ``client-error``: a client's loop raised what no step expects (a bug of the client,
+  or of what the server answered);
+* ``unhandled``: a callback or task of the loop raised and nobody handled it (a
+  server's or a client's bug);
+* ``client-stuck``: a client did not stop within its bound when told to.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Final
+
+from tenure.testing import lincheck
+from tenure.testing.sim._workload import SimNotes
+from tenure.testing.workload import FACE_MODELS, MODELS, close_holds, read_events
+
+__all__ = ["Verdicts", "judge", "merged_histories"]
+
+#: Seconds lincheck may search one model's history before its verdict is unknown.
+SEARCH_BOUND: Final = 120.0
+
+
+@dataclass
+class Verdicts:
+    """A run's violations (empty: it held), each model's operations and explanations."""
+
+    violations: list[str] = field(default_factory=list)
+    operations: dict[str, int] = field(default_factory=dict)
+    #: A model's witness, where it is not linearizable.
+    explanations: dict[str, str] = field(default_factory=dict)
+
+
+def merged_histories(lin_dir: Path) -> dict[str, list[dict[str, Any]]]:
+    """Each model's events, merged and closed, in the order of the models (a face's
+    model, which no client recorded, left out)."""
+    found = {}
+    for model in MODELS:
+        events = close_holds(model, read_events(sorted(lin_dir.glob(f"w*-{model}.jsonl"))))
+        if events or model not in FACE_MODELS:
+            found[model] = events
+    return found
+
+
+def judge(
+    histories: dict[str, list[dict[str, Any]]],
+    notes: SimNotes,
+    unhandled: list[str],
+    quiet: float,
+    clients: int,
+) -> Verdicts:
+    """Every rule of the module docstring on one run."""
+    verdicts = Verdicts()
+    for model, events in histories.items():
+        _check_model(verdicts, model, events)
+    heal = next((note.at for note in notes.of("heal")), None)
+    stop = next((note.at for note in notes.of("stop")), None)
+    if heal is not None and stop is not None:
+        verdicts.violations += _progress(histories, heal, stop, quiet, clients)
+    for note in notes.of("client-error"):
+        verdicts.violations.append(f"client-error: {note.process}: {note.fields.get('error')}")
+    for note in notes.of("client-stuck"):
+        verdicts.violations.append(f"client-stuck: {note.fields.get('task')}")
+    verdicts.violations += [f"unhandled: {error}" for error in unhandled]
+    return verdicts
+
+
+def _check_model(verdicts: Verdicts, model: str, events: list[dict[str, Any]]) -> None:
+    header = MODELS[model]
+    lines = ([header] if header else []) + events
+    verdicts.operations[model] = sum(1 for e in events if e["type"] != "invoke")
+    rule = f"linearizable:{model}"
+    try:
+        history = lincheck.from_events(enumerate(lines, start=1), model)
+    except lincheck.HistoryError as error:
+        verdicts.violations.append(f"{rule}: the history is malformed: {error}")
+        return
+    result = lincheck.check(history, model, timeout=SEARCH_BOUND)
+    if result.ok:
+        return
+    explanation = result.explain()
+    verdicts.explanations[model] = explanation
+    verdicts.violations.append(f"{rule}: {explanation.splitlines()[0]}")
+
+
+def _label(process: str) -> str:
+    return process.split("/")[0].split(".")[0]
+
+
+def _progress(
+    histories: dict[str, list[dict[str, Any]]], heal: float, stop: float, quiet: float,
+    clients: int,
+) -> list[str]:  # fmt: skip
+    answered: set[str] = set()
+    pending: dict[str, dict[str, Any]] = {}
+    for events in histories.values():
+        for event in events:
+            process = str(event["process"])
+            if "/" in process:
+                continue  # a loss's own process, or an end the merge added
+            if event["type"] == "invoke":
+                pending[process] = event
+                continue
+            pending.pop(process, None)
+            if event["type"] in ("ok", "fail") and heal <= int(event["time"]) / 1e9 <= stop:
+                answered.add(_label(process))
+    found = [
+        f"no-progress: w0c{n}: no operation answered in the quiet {stop - heal:.1f}s "
+        f"after the heal"
+        for n in range(clients)
+        if f"w0c{n}" not in answered
+    ]
+    for process, event in sorted(pending.items()):
+        invoked = int(event["time"]) / 1e9
+        if invoked < stop - quiet:
+            found.append(
+                f"hang: {process}: {event['f']} {event.get('key')} still unanswered "
+                f"{stop - invoked:.1f}s after it was invoked"
+            )
+    return found
