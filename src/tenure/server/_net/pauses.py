@@ -47,6 +47,12 @@ BEAT: Final = 0.05
 DEAF_AFTER: Final = 0.25
 #: A stall at least this long is logged (a warning: the operator should know).
 LOGGED_STALL: Final = 1.0
+#: A heard timer whose loop time has come within this many seconds is due, though heard
+#: time may read a rounding short of its deadline (``(when + deaf) - deaf < when``
+#: for some floats), or the loop ran it within its clock's resolution before its time.
+#: (Found by the simulation, tenure.testing.sim: re-armed at the same loop time, such
+#: a timer fired again and again at one instant.)
+DUE_WITHIN: Final = 1e-6
 
 
 class PauseWatch:
@@ -113,10 +119,18 @@ class HeardClock:
         self._pauses = pauses
         self._loop = pauses._loop
         self._started = False
+        self._reached = 0.0  # the deadline of the last heard timer that came due
 
     def now(self) -> float:
-        """Heard time: the loop's time less the server's deafness so far."""
-        return self._pauses.look() - self._pauses.deaf
+        """Heard time: the loop's time less the server's deafness so far (never short
+        of a deadline whose timer came due: :data:`DUE_WITHIN`)."""
+        heard = self._pauses.look() - self._pauses.deaf
+        return heard if heard >= self._reached else self._reached
+
+    def reach(self, when: float) -> None:
+        """A heard timer of ``when`` came due: heard time is at least ``when`` now."""
+        if when > self._reached:
+            self._reached = when
 
     def call_at(self, when: float, callback: Callable[[], None]) -> _HeardTimer:
         """Run ``callback`` once heard time reaches ``when`` (a stall postpones it)."""
@@ -155,9 +169,12 @@ class _HeardTimer:
         # Looking at the clock counts a stall that delayed this call: heard time may
         # be short of the deadline still (the stall moved it on): wait for the rest,
         # so that what waited in the sockets is read first.
-        if self._clock.now() < self._when:
-            self._arm()
-            return
+        clock = self._clock
+        if clock.now() < self._when:
+            if clock._loop.time() + DUE_WITHIN < clock.loop_time_of(self._when):
+                self._arm()  # (the stall moved the deadline on: wait for the rest)
+                return
+            clock.reach(self._when)  # (due: its loop time has come)
         self._handle = None
         self._callback()
 

@@ -6,8 +6,15 @@ network, in one process, where one seed decides the schedule (issue 59).
 their sockets :class:`SimSocket` (:mod:`tenure.testing.sim._sockets`).
 """
 
-from tenure.testing.sim._loop import SimDeadlockError, SimLoop, SimSelector
+from tenure.testing.sim._loop import SimDeadlockError, SimLivelockError, SimLoop, SimSelector
 from tenure.testing.sim._network import SimNetwork
 from tenure.testing.sim._sockets import SimSocket
 
-__all__ = ["SimDeadlockError", "SimLoop", "SimNetwork", "SimSelector", "SimSocket"]
+__all__ = [
+    "SimDeadlockError",
+    "SimLivelockError",
+    "SimLoop",
+    "SimNetwork",
+    "SimSelector",
+    "SimSocket",
+]

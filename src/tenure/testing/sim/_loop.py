@@ -40,7 +40,7 @@ from tenure.testing.sim._network import SimNetwork
 from tenure.testing.sim._processes import PROCESS, HeldReady, ProcessTable
 from tenure.testing.sim._sockets import SimSocket
 
-__all__ = ["SimDeadlockError", "SimLoop", "SimSelector"]
+__all__ = ["LIVELOCK_TURNS", "SimDeadlockError", "SimLivelockError", "SimLoop", "SimSelector"]
 
 #: The loop's clock resolution: timers due within it of now run now.
 RESOLUTION: Final = 1e-9
@@ -48,6 +48,15 @@ RESOLUTION: Final = 1e-9
 
 class SimDeadlockError(RuntimeError):
     """The simulated loop has nothing ready, no timer and nothing in flight."""
+
+
+class SimLivelockError(RuntimeError):
+    """The simulated loop turned :data:`LIVELOCK_TURNS` times at one instant: something
+    re-arms itself for now for ever (on real time, it would spin until the clock moved)."""
+
+
+#: Turns of the loop at one simulated instant that make a livelock.
+LIVELOCK_TURNS: Final = 200_000
 
 
 class SimSelector(selectors.BaseSelector):
@@ -139,6 +148,7 @@ class SimLoop(asyncio.SelectorEventLoop):
         super().__init__(self.selector)
         self._ready: deque[asyncio.Handle] = HeldReady(self.processes)
         self.set_task_factory(self.processes.make_task)  # type: ignore[arg-type]
+        self._instant = (-1.0, 0)  # the time of the last turn, and turns at it
         self._clock_resolution = RESOLUTION
         self.seed = seed
         self.rng = random.Random(seed)
@@ -170,10 +180,32 @@ class SimLoop(asyncio.SelectorEventLoop):
         """Kill ``host``'s process: it never runs again, its connections are reset."""
         self.processes.crash(self.processes.current[host])
         self.network.crash(host)
+        self._drop_transports(host)
+
+    def _drop_transports(self, host: str) -> None:
+        """Forget the transports of ``host``'s sockets as a dead process's kernel does:
+        no reader or writer left, nothing to close when they are collected (their
+        sockets were closed by the crash)."""
+        transports: Any = self._transports  # type: ignore[attr-defined]
+        for fd, transport in list(transports.items()):
+            sock = getattr(transport, "_sock", None)
+            if isinstance(sock, SimSocket) and sock.local[0] == host:
+                self._remove_reader(fd)  # type: ignore[attr-defined]
+                self._remove_writer(fd)  # type: ignore[attr-defined]
+                # (asyncio's own: what its collection, and its stream writer's, would
+                # close, or warn of, after the run)
+                transport._sock = None
+                transport._closing = True
+                transports.pop(fd, None)
 
     # -- the order among ready tasks ------------------------------------------------------
 
     def _run_once(self) -> None:
+        now, turns = self._instant
+        self._instant = (now, turns + 1) if now == self.selector.now else (self.selector.now, 1)
+        if turns > LIVELOCK_TURNS:
+            self._instant = (now, 0)  # (counted again: what follows may end it)
+            raise SimLivelockError(f"{turns} turns of the loop at {now:.9f}s")
         ready: deque[asyncio.Handle] = self._ready
         if len(ready) > 1:
             places = [i for i, handle in enumerate(ready) if _is_task_step(handle)]

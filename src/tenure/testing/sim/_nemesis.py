@@ -7,6 +7,9 @@ and a length; each ends by itself (a timer heals it). Of a single server target:
 * ``reset``: every connection between a client and the server reset;
 * ``crash``: the server killed (``kill -9``: what it had written stays) and started
   again from its data directory after a while;
+* ``power``: the same with a power loss (``--fsync always``): its journal keeps what
+  its fsyncs made durable and a torn part of the rest
+  (:meth:`~tenure.testing.sim._disk.SimDisk.lose_power`);
 * ``pause-server``, ``pause-client``: a process stopped (SIGSTOP, a GC pause), at times
   past the sessions' recovery window, then resumed.
 
@@ -21,7 +24,7 @@ import contextvars
 import random
 from typing import TYPE_CHECKING, Final
 
-from tenure.testing.sim._server import SimServer
+from tenure.testing.sim._server import RestartError, SimServer
 from tenure.testing.sim._workload import WINDOW, SimNotes, client_host
 
 if TYPE_CHECKING:
@@ -30,7 +33,9 @@ if TYPE_CHECKING:
 __all__ = ["FAULTS", "Nemesis"]
 
 #: Each fault and its weight.
-FAULTS: Final = {"cut": 3, "reset": 2, "crash": 2, "pause-server": 2, "pause-client": 2}
+FAULTS: Final = {
+    "cut": 3, "reset": 2, "crash": 1, "power": 1, "pause-server": 2, "pause-client": 2,
+}  # fmt: skip
 #: Seconds between two faults, at random between the two.
 GAP: Final = (0.5, 4.0)
 #: How long a fault lasts, in seconds, at random between the two (past the window
@@ -48,7 +53,12 @@ class Nemesis:
         server: SimServer,
         clients: int,
         notes: SimNotes,
+        faults: tuple[str, ...] = tuple(FAULTS),
     ) -> None:
+        unknown = set(faults) - set(FAULTS)
+        if unknown:
+            raise ValueError(f"no fault {sorted(unknown)[0]!r} (one of {', '.join(FAULTS)})")
+        self.faults = faults
         self.loop = loop
         self.rng = rng
         self.server = server
@@ -56,14 +66,16 @@ class Nemesis:
         self.notes = notes
         self._paused: set[str] = set()
         #: How many of each fault were made.
-        self.counts: dict[str, int] = dict.fromkeys(FAULTS, 0)
+        self.counts: dict[str, int] = dict.fromkeys(faults, 0)
+        #: The server could not start again (what it said): the run ends there.
+        self.broken: str | None = None
 
     async def run(self, until: float) -> None:
         """Make faults until ``until`` (simulated seconds), each healed in its time."""
-        names, weights = list(FAULTS), list(FAULTS.values())
-        while True:
+        names, weights = list(self.faults), [FAULTS[name] for name in self.faults]
+        while names:
             await asyncio.sleep(self.rng.uniform(*GAP))
-            if self.loop.time() >= until:
+            if self.loop.time() >= until or self.broken is not None:
                 return
             fault = self.rng.choices(names, weights)[0]
             length = self.rng.uniform(*LENGTH)
@@ -83,11 +95,13 @@ class Nemesis:
             self._later(length, lambda: network.heal(host, other))
         elif fault == "reset":
             network.reset(client, self.server.host)
-        elif fault == "crash":
+        elif fault in ("crash", "power"):
             if self.server.running:
-                self.server.crash()
+                kept, lost = self.server.crash(power=fault == "power")
+                if fault == "power":
+                    self.notes.note("nemesis", "torn", kept=kept, lost=lost)
                 await asyncio.sleep(length)
-                await self.server.start()
+                await self._start()
         else:
             host = self.server.host if fault == "pause-server" else client
             if host == self.server.host and not self.server.running:
@@ -97,6 +111,14 @@ class Nemesis:
             self._paused.add(host)
             self.loop.pause(host)
             self._later(length, lambda: self._resume(host))
+
+    async def _start(self) -> None:
+        """Start the server again; one that cannot is a finding that ends the run."""
+        try:
+            await self.server.start()
+        except RestartError as error:
+            self.broken = str(error)
+            self.notes.note("harness", "restart-failed", error=str(error))
 
     def _resume(self, host: str) -> None:
         if host in self._paused:
@@ -112,5 +134,5 @@ class Nemesis:
         self.loop.network.heal()
         for host in sorted(self._paused):
             self._resume(host)
-        if not self.server.running:
-            await self.server.start()
+        if not self.server.running and self.broken is None:
+            await self._start()

@@ -19,6 +19,7 @@ timer and task made from it, so the loop can tell whose a ready callback is.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import contextvars
 import weakref
 from collections import deque
@@ -132,10 +133,9 @@ class ProcessTable:
         blocks run while the loop is open (what they schedule is dropped), not when
         the collector finds it, after the run."""
         coro = task.get_coro()
-        try:
+        # (what a dead process's cleanup raised concerns nobody)
+        with contextlib.suppress(BaseException):
             coro.close()
-        except BaseException:  # (what a dead process's cleanup raised concerns nobody)
-            pass
         task._log_destroy_pending = False  # type: ignore[attr-defined]
 
     def keep(self, handle: asyncio.Handle) -> bool:

@@ -17,18 +17,23 @@ options give one hash, on any machine.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import json
+import logging
 import random
 import tempfile
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
+from tenure.server import FsyncMode
 from tenure.testing.sim._chance import seeded
-from tenure.testing.sim._loop import SimLoop
-from tenure.testing.sim._nemesis import Nemesis
+from tenure.testing.sim._loop import SimDeadlockError, SimLivelockError, SimLoop
+from tenure.testing.sim._mutants import planted
+from tenure.testing.sim._nemesis import FAULTS, Nemesis
 from tenure.testing.sim._server import SimServer
 from tenure.testing.sim._verdicts import Verdicts, judge, merged_histories
 from tenure.testing.sim._workload import SimNotes, create_keys, start_clients
@@ -52,16 +57,26 @@ class SimOptions:
     #: Simulated minutes of workload (the quiet end included).
     minutes: float = 1.0
     clients: int = 8
+    #: The faults the nemesis draws from (:data:`~tenure.testing.sim._nemesis.FAULTS`).
+    faults: tuple[str, ...] = tuple(FAULTS)
+    #: The server's ``--fsync`` (``always``: the simulated disk's fsyncs).
+    fsync: str = "always"
     #: A bug put back for the run (:mod:`tenure.testing.sim._mutants`), or None.
     mutant: str | None = None
 
     def command(self) -> str:
         """The command that runs this again."""
-        mutant = f" --mutant {self.mutant}" if self.mutant else ""
-        return (
-            f"python -m tenure.testing.sim --seed {self.seed} --target {self.target} "
-            f"--minutes {self.minutes:g} --clients {self.clients}{mutant}"
-        )
+        words = [
+            "scripts/sim", "--seed", str(self.seed), "--target", self.target,
+            "--minutes", f"{self.minutes:g}", "--clients", str(self.clients),
+        ]  # fmt: skip
+        if self.faults != tuple(FAULTS):
+            words += ["--faults", ",".join(self.faults) or "none"]
+        if self.fsync != "always":
+            words += ["--fsync", self.fsync]
+        if self.mutant:
+            words += ["--mutant", self.mutant]
+        return " ".join(words)
 
 
 @dataclass
@@ -105,7 +120,7 @@ def run_seed(options: SimOptions, work_dir: Path | None = None) -> SimResult:
     if work_dir is None:
         with tempfile.TemporaryDirectory(prefix="tenure-sim-") as tmp:
             return run_seed(options, Path(tmp))
-    with seeded(options.seed):
+    with seeded(options.seed), planted(options.mutant), _logs_kept(work_dir / "server.log"):
         return _run(options, work_dir)
 
 
@@ -117,6 +132,12 @@ def _run(options: SimOptions, work_dir: Path) -> SimResult:
     notes = SimNotes(loop)
     try:
         faults = loop.run_until_complete(_main(loop, options, work_dir, notes))
+    except (SimDeadlockError, SimLivelockError) as error:
+        notes.note("harness", "stuck", error=f"{type(error).__name__}: {error}")
+        notes.closed = True
+        for process in list(loop.processes.alive()):
+            loop.processes.crash(process)  # (what spun stops with them)
+        faults = {}
     finally:
         loop.run_until_complete(_end_every_task(loop))
         loop.close()
@@ -137,22 +158,22 @@ async def _main(
 ) -> dict[str, int]:
     lin_dir = work_dir / "lin"
     lin_dir.mkdir(parents=True, exist_ok=True)
-    server = SimServer(loop, work_dir / "data")
+    server = SimServer(loop, work_dir / "data", fsync=FsyncMode(options.fsync))
     await server.start()
     await create_keys(server.url)
     stop = asyncio.Event()
     tasks, books = start_clients(
         loop, server.url, lin_dir, options.seed, options.clients, notes, stop
     )
-    nemesis = Nemesis(
-        loop, random.Random(f"{options.seed}-nemesis"), server, options.clients, notes
-    )
+    rng = random.Random(f"{options.seed}-nemesis")
+    nemesis = Nemesis(loop, rng, server, options.clients, notes, options.faults)
     end = loop.time() + options.minutes * 60
     try:
         await nemesis.run(end - QUIET)
         await nemesis.heal()
-        notes.note("harness", "heal")
-        await asyncio.sleep(max(0.0, end - loop.time()))
+        if nemesis.broken is None:
+            notes.note("harness", "heal")
+            await asyncio.sleep(max(0.0, end - loop.time()))
         notes.note("harness", "stop")
         stop.set()
         _, late = await asyncio.wait(tasks, timeout=STOP_WAIT)
@@ -163,6 +184,24 @@ async def _main(
         books.close()
         server.crash()  # (nothing of it is judged after the stop: no shutdown to run)
     return nemesis.counts
+
+
+@contextlib.contextmanager
+def _logs_kept(path: Path) -> Iterator[None]:
+    """tenure's log lines of the run go to ``path`` (not the terminal), in its
+    simulated processes' words."""
+    logger = logging.getLogger("tenure")
+    handler = logging.FileHandler(path, encoding="utf-8")
+    handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
+    saved = logger.handlers[:], logger.propagate, logger.level
+    logger.handlers, logger.propagate = [handler], False
+    logger.setLevel(logging.INFO)
+    try:
+        yield
+    finally:
+        logger.handlers, logger.propagate = saved[0], saved[1]
+        logger.setLevel(saved[2])
+        handler.close()
 
 
 async def _end_every_task(loop: SimLoop) -> None:

@@ -16,11 +16,14 @@ journal replayed, the engine put on the process's clock, :func:`wal_host`,
   :data:`EPOCH` plus the simulated time.
 
 The journal's files are real files in a directory of the run (their bytes are the
-same for a seed); ``--fsync`` is ``off`` or ``batch`` (``always`` hands turns to a
-writer thread: not simulated, docs/testing.md). A crash (:meth:`SimServer.crash`)
-kills the process (:meth:`~tenure.testing.sim._loop.SimLoop.crash`) and closes the
-journal's file without writing what it had queued: what the server had written stays,
-as after a ``kill -9``.
+same for a seed). ``--fsync always`` (the default, as ``tenure serve``'s) is made
+durable by the simulated disk (:class:`~tenure.testing.sim._disk.SimDisk`) in place of
+the writer thread; ``off`` and ``batch`` by the server's own loop writer. A crash
+(:meth:`SimServer.crash`) kills the process
+(:meth:`~tenure.testing.sim._loop.SimLoop.crash`) and closes the journal's file
+without writing what it had queued: what the server had written stays, as after a
+``kill -9``; with ``power`` (``--fsync always`` only) the segment keeps only what its
+fsyncs made durable and a torn part of the rest.
 """
 
 from __future__ import annotations
@@ -32,6 +35,8 @@ from typing import TYPE_CHECKING, Final, cast
 
 from tenure.server import DataDir, FsyncMode, Journal, ServeConfig, Server, wal_host
 from tenure.server._reception import Sockets
+from tenure.server._server_host import server_host
+from tenure.testing.sim._disk import SimDisk
 
 if TYPE_CHECKING:
     from tenure.testing.sim._loop import SimLoop
@@ -60,11 +65,9 @@ class SimServer:
         *,
         host: str = "server",
         port: int = SERVER_PORT,
-        fsync: FsyncMode = FsyncMode.OFF,
+        fsync: FsyncMode = FsyncMode.ALWAYS,
         compact_every: int = COMPACT_EVERY,
     ) -> None:
-        if fsync is FsyncMode.ALWAYS:
-            raise ValueError("--fsync always hands turns to a thread: not simulated")
         self.loop = loop
         self.data = data
         self.host = host
@@ -74,6 +77,7 @@ class SimServer:
         self.ident = random.Random(f"{loop.seed}-{host}-ident").randbytes(16)
         self.server: Server | None = None
         self.journal: Journal | None = None
+        self.disk: SimDisk | None = None
         #: How many times it was started.
         self.starts = 0
 
@@ -95,9 +99,7 @@ class SimServer:
         self.starts += 1
 
     async def _start(self) -> None:
-        config = ServeConfig(
-            port=self.port, data_dir=self.data, fsync=self.fsync, idle_timeout=0
-        )
+        config = ServeConfig(port=self.port, data_dir=self.data, fsync=self.fsync, idle_timeout=0)
         journal = Journal(
             DataDir(self.data, self.fsync), compact_every=self.compact_every, background=False
         )
@@ -108,20 +110,31 @@ class SimServer:
         listener = self.loop.network.listen(self.host, self.port)
         # (a simulated socket stands in for the bound socket ``tenure serve`` is given)
         sockets = Sockets([cast("socket.socket", listener)])
-        served = wal_host(config, journal, engine)
+        if self.fsync is FsyncMode.ALWAYS:
+            rng = random.Random(f"{self.loop.seed}-{self.host}-disk-{self.starts}")
+            self.disk = SimDisk(journal.data_dir, rng)
+            served = server_host(config, engine, journal, self.disk)
+        else:
+            served = wal_host(config, journal, engine)
         served.host.wall_clock = lambda: EPOCH + self.loop.time()
         server = Server(config, served, sockets, self.ident)
         await server.start()
         self.server, self.journal = server, journal
 
-    def crash(self) -> None:
-        """Kill the server's process (module docstring)."""
+    def crash(self, *, power: bool = False) -> tuple[int, int]:
+        """Kill the server's process (module docstring; ``power``: a power loss as
+        well, under ``--fsync always``); the bytes of the segment's tail past its last
+        fsync that were kept, and those lost."""
         if self.server is None:
-            return
+            return 0, 0
         self.loop.crash(self.host)
+        torn = (0, 0)
+        if power and self.disk is not None:
+            torn = self.disk.lose_power()
         if self.journal is not None:
             self.journal.data_dir.abort()
-        self.server = self.journal = None
+        self.server = self.journal = self.disk = None
+        return torn
 
     async def stop(self) -> None:
         """Stop the server as SIGTERM does (the run's end)."""

@@ -187,7 +187,10 @@ class SimSocket:
         if not self.backlog:
             raise BlockingIOError(errno.EAGAIN, "no connection waiting")
         conn = self.backlog.popleft()
-        assert conn.peer is not None
+        if conn.peer is None:  # reset while it waited (as BSD's accept says; Linux's
+            # returns it, and its first call fails: the server handles both)
+            conn.close()
+            raise ConnectionAbortedError(errno.ECONNABORTED, "the connection was reset")
         return conn, conn.peer.local
 
     def dup(self) -> SimSocket:

@@ -17,7 +17,11 @@ The rules (each violation a line naming its rule):
   or of what the server answered);
 * ``unhandled``: a callback or task of the loop raised and nobody handled it (a
   server's or a client's bug);
-* ``client-stuck``: a client did not stop within its bound when told to.
+* ``client-stuck``: a client did not stop within its bound when told to;
+* ``stuck``: the simulated loop deadlocked (nothing could ever wake it) or
+  livelocked (something re-armed itself for the same instant for ever);
+* ``restart``: the server could not start from what a crash left of its data
+  directory (the run ends there).
 """
 
 from __future__ import annotations
@@ -74,6 +78,10 @@ def judge(
         verdicts.violations += _progress(histories, heal, stop, quiet, clients)
     for note in notes.of("client-error"):
         verdicts.violations.append(f"client-error: {note.process}: {note.fields.get('error')}")
+    for note in notes.of("stuck"):
+        verdicts.violations.append(f"stuck: {note.fields.get('error')}")
+    for note in notes.of("restart-failed"):
+        verdicts.violations.append(f"restart: {note.fields.get('error')}")
     for note in notes.of("client-stuck"):
         verdicts.violations.append(f"client-stuck: {note.fields.get('task')}")
     verdicts.violations += [f"unhandled: {error}" for error in unhandled]
@@ -120,8 +128,7 @@ def _progress(
             if event["type"] in ("ok", "fail") and heal <= int(event["time"]) / 1e9 <= stop:
                 answered.add(_label(process))
     found = [
-        f"no-progress: w0c{n}: no operation answered in the quiet {stop - heal:.1f}s "
-        f"after the heal"
+        f"no-progress: w0c{n}: no operation answered in the quiet {stop - heal:.1f}s after the heal"
         for n in range(clients)
         if f"w0c{n}" not in answered
     ]

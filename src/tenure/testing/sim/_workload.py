@@ -10,6 +10,7 @@ operation (a lost session, a pause, a client's error) to :class:`SimNotes`.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import contextvars
 import random
 from dataclasses import dataclass, field
@@ -55,10 +56,14 @@ class SimNotes:
     def __init__(self, loop: SimLoop) -> None:
         self.loop = loop
         self.notes: list[SimNote] = []
+        #: Set when the run was cut short (a stuck loop): what its processes' ends
+        #: say after that is not of the run.
+        self.closed = False
 
     def note(self, process: str, kind: str, **fields: Any) -> None:
-        """Record a note of ``kind`` by ``process``, now."""
-        self.notes.append(SimNote(self.loop.time(), process, kind, fields))
+        """Record a note of ``kind`` by ``process``, now (unless :attr:`closed`)."""
+        if not self.closed:
+            self.notes.append(SimNote(self.loop.time(), process, kind, fields))
 
     def of(self, kind: str) -> list[SimNote]:
         """The notes of one kind."""
@@ -91,16 +96,12 @@ class SimPauses:
 async def create_keys(url: str) -> None:
     """The node and the registers (data ``0``), as the fault suite's harness makes them."""
     async with tenure.connect(url) as client:
-        try:
+        with contextlib.suppress(AlreadyExistsError):
             await client.create_node(NODE)
-        except AlreadyExistsError:
-            pass
         async with await client.session(NODE) as session:
             for name in REGISTERS:
-                try:
+                with contextlib.suppress(AlreadyExistsError):
                     await session.semaphore(name).create(limit=1, data=b"0")
-                except AlreadyExistsError:
-                    pass
 
 
 def client_host(number: int) -> str:

@@ -1,0 +1,159 @@
+"""Mutants: tenure with one bug put back, to show that the simulation finds it.
+
+Each mutant (``--mutant NAME``) patches one function of tenure for the length of a
+run (:func:`planted`) and names what must catch it. The first two are bugs the fault
+suite found in the client (tools/faults/findings.md), put back as they were; the
+others are bugs of the kinds a coordination service must never have:
+
+* ``resent-update`` (findings 4): the ``tenure://`` client sends an
+  ``UpdateSemaphore`` again after the answer was lost, as if it were idempotent; it is
+  applied again after other clients' updates. Caught by ``linearizable:register``.
+* ``stalled-release`` (findings 3): a release made after the client's process stood
+  still past its recovery window does not first give the session up: the release
+  returns clean while the server had expired the session and granted the lock to
+  another. Caught by ``linearizable:mutex``.
+* ``token-reset``: the server forgets its fencing counter across a restart (it
+  starts again from 0): a token not raised across a crash. Caught by
+  ``linearizable:mutex`` (tokens strictly increase per name).
+* ``lost-swap``: the server answers that a compare-and-set swapped, and does not
+  change the data (one in five that should swap). Caught by
+  ``linearizable:register`` and ``linearizable:counter``.
+* ``torn-record``: a journal whose last record was torn by a power loss keeps the torn
+  record's part as a record (the torn tail not dropped), so the restart replays a
+  record cut short. Caught by ``restart`` (the server must start from what a crash
+  left) or a model.
+
+A patch of a module mypyc compiled does not take: the command line runs mutants on
+tenure's pure build (:mod:`tenure.testing.sim._cli`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+from collections.abc import Callable, Iterator
+from typing import Any, Final
+
+__all__ = ["MUTANTS", "planted"]
+
+#: A patch: (a module, class or dict by its dotted path; the attribute or key; the new
+#: value, made from the old one).
+Patch = tuple[str, Any, Callable[[Any], Any]]
+
+
+def _resent_update() -> list[Patch]:
+    from tenure._core import UpdateSemaphore
+
+    return [
+        (
+            "tenure.backends._remote_session",
+            "_RESENDABLE",
+            lambda resendable: (*resendable, UpdateSemaphore),
+        )
+    ]
+
+
+def _stalled_release() -> list[Patch]:
+    def deadline_passed(original: Callable[[Any], bool]) -> Callable[[Any], bool]:
+        def passed(self: Any) -> bool:
+            return self._session.ended is not None  # (the local deadline not asked)
+
+        return passed
+
+    return [("tenure.backends._liveness.Liveness", "deadline_passed", deadline_passed)]
+
+
+def _token_reset() -> list[Patch]:
+    def resume(original: Callable[..., Any]) -> Callable[..., Any]:
+        def forgetting(self: Any, engine: Any, now: float) -> Any:
+            found = original(self, engine, now)
+            found.last_token = 0  # forgotten: not part of what survives a restart
+            return found
+
+        return forgetting
+
+    return [("tenure.server._durability.journal.Journal", "resume", resume)]
+
+
+def _lost_swap() -> list[Patch]:
+    from tenure._core import commands as c
+
+    counts: dict[str, int] = {}
+
+    def swap(original: Callable[..., Any]) -> Callable[..., Any]:
+        def losing(state: Any, cmd: Any, now: float) -> Any:
+            _, node = state.lookup_session_node(cmd.session_id)
+            semaphore = node.semaphores.get(cmd.name)
+            if semaphore is not None and semaphore.data == cmd.expected:
+                seen = counts[cmd.name] = counts.get(cmd.name, 0) + 1
+                if seen % 5 == 1:
+                    return True  # answered swapped; the data unchanged
+            return original(state, cmd, now)
+
+        return losing
+
+    return [("tenure._core.engine._HANDLERS", c.SwapSemaphoreData, swap)]
+
+
+def _torn_record() -> list[Patch]:
+    from tenure.server._durability import tails
+
+    def read(original: Callable[..., Any]) -> Callable[..., Any]:
+        def trusting(path: Any, limit: int, *, last: bool = False) -> Any:
+            data = path.read_bytes()
+            found = tails.scan(data, limit)
+            if last and found.damage is not None and found.tail:
+                torn = data[found.end + tails.HEAD.size :]  # its part taken as a record
+                return [*found.records, torn] if torn else found.records, len(data)
+            return original(path, limit, last=last)
+
+        return trusting
+
+    return [("tenure.server._durability.storage", "_read_records", read)]
+
+
+#: Each mutant: what puts it in.
+MUTANTS: Final[dict[str, Callable[[], list[Patch]]]] = {
+    "resent-update": _resent_update,
+    "stalled-release": _stalled_release,
+    "token-reset": _token_reset,
+    "lost-swap": _lost_swap,
+    "torn-record": _torn_record,
+}
+
+
+def _owner(path: str) -> Any:
+    """The module, or the module's attribute, that ``path`` names (``a.b.C``)."""
+    try:
+        return importlib.import_module(path)
+    except ImportError:
+        module, _, name = path.rpartition(".")
+        return getattr(importlib.import_module(module), name)
+
+
+@contextlib.contextmanager
+def planted(name: str | None) -> Iterator[None]:
+    """Put mutant ``name`` in until the block ends (None: none)."""
+    if name is None:
+        yield
+        return
+    if name not in MUTANTS:
+        raise ValueError(f"no mutant {name!r} (one of {', '.join(MUTANTS)})")
+    undo: list[tuple[Any, Any, Any]] = []
+    try:
+        for path, attribute, make in MUTANTS[name]():
+            owner = _owner(path)
+            old = owner[attribute] if isinstance(owner, dict) else getattr(owner, attribute)
+            undo.append((owner, attribute, old))
+            _put(owner, attribute, make(old))
+        yield
+    finally:
+        for owner, attribute, old in reversed(undo):
+            _put(owner, attribute, old)
+
+
+def _put(owner: Any, attribute: Any, value: Any) -> None:
+    if isinstance(owner, dict):
+        owner[attribute] = value
+    else:
+        setattr(owner, attribute, value)
