@@ -5,6 +5,9 @@ and a length; each ends by itself (a timer heals it). Of a single server target:
 
 * ``cut``: a client and the server hear nothing from each other (both ways, or one);
 * ``reset``: every connection between a client and the server reset;
+* ``slow``: the link between a client and the server slow (tens to hundreds of
+  milliseconds more each way), with its connections reset at times meanwhile: what
+  was answered and not yet heard is lost;
 * ``crash``: the server killed (``kill -9``: what it had written stays) and started
   again from its data directory after a while;
 * ``power``: the same with a power loss (``--fsync always``): its journal keeps what
@@ -34,7 +37,8 @@ __all__ = ["FAULTS", "Nemesis"]
 
 #: Each fault and its weight.
 FAULTS: Final = {
-    "cut": 3, "reset": 2, "crash": 1, "power": 1, "pause-server": 2, "pause-client": 2,
+    "cut": 3, "reset": 2, "slow": 2, "crash": 1, "power": 1, "pause-server": 2,
+    "pause-client": 2,
 }  # fmt: skip
 #: Seconds between two faults, at random between the two.
 GAP: Final = (0.5, 4.0)
@@ -95,6 +99,12 @@ class Nemesis:
             self._later(length, lambda: network.heal(host, other))
         elif fault == "reset":
             network.reset(client, self.server.host)
+        elif fault == "slow":
+            network.slow(client, self.server.host, self.rng.uniform(0.02, 0.5))
+            self._later(length, lambda: network.heal(client, self.server.host))
+            for _ in range(self.rng.randrange(3)):
+                when = self.rng.uniform(0.0, length)
+                self._later(when, lambda: network.reset(client, self.server.host))
         elif fault in ("crash", "power"):
             if self.server.running:
                 kept, lost = self.server.crash(power=fault == "power")

@@ -12,6 +12,8 @@ from the network's methods, so that a run's schedule decides them:
   hears nothing (no reset), as the kernel's blackhole rule in tools/faults/lin_cuts.py;
 * :meth:`SimNetwork.reset` resets every connection between two hosts: both ends'
   next call fails with ``ECONNRESET``, what was in flight is lost;
+* :meth:`SimNetwork.slow` adds a delay to everything between two hosts (a slow or
+  congested link) until :meth:`SimNetwork.heal`;
 * a socket closed with ``SO_LINGER`` 0 resets its connection too (the server's way of
   dropping a client that does not read, :func:`tenure.server._net.outbox.reset`).
 
@@ -66,6 +68,7 @@ class SimNetwork:
         self._listening: dict[Address, list[SimSocket]] = {}
         self._backlogs: dict[Address, deque[SimSocket]] = {}
         self._cut: set[tuple[str, str]] = set()
+        self._slow: dict[frozenset[str], float] = {}
         #: What waits at a cut, per direction (host from, host to): (socket, bytes or
         #: None for the end), in the order sent.
         self._held: dict[tuple[str, str], deque[tuple[SimSocket, bytes | None]]] = {}
@@ -141,6 +144,7 @@ class SimNetwork:
             return
         now = self.loop.time()
         when = now + self.latency + self.rng.uniform(0.0, self.jitter)
+        when += self._slow.get(frozenset(direction), 0.0)
         when = max(when, self._last_arrival.get(sock.number, now))
         self._last_arrival[sock.number] = when
         # (in no process's context: what was sent arrives while its sender is paused)
@@ -222,9 +226,17 @@ class SimNetwork:
         if both:
             self._cut.add((other, host))
 
+    def slow(self, host: str, other: str, delay: float) -> None:
+        """Delay what passes between ``host`` and ``other`` by ``delay`` more seconds
+        (both ways; what is under way keeps its time) until healed."""
+        self._slow[frozenset((host, other))] = delay
+
     def heal(self, host: str | None = None, other: str | None = None) -> None:
-        """End the cuts between ``host`` and ``other`` (both directions; no arguments:
-        every cut); what waited there is sent on, in order."""
+        """End the cuts and slow links between ``host`` and ``other`` (both directions;
+        no arguments: every one); what waited at a cut is sent on, in order."""
+        for pair in list(self._slow):
+            if host is None or pair == {host, other}:
+                del self._slow[pair]
         for direction in sorted(self._cut):
             if host is None or set(direction) == {host, other}:
                 self._cut.discard(direction)
