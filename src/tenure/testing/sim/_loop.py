@@ -65,6 +65,9 @@ class SimSelector(selectors.BaseSelector):
     def __init__(self, processes: ProcessTable) -> None:
         self.processes = processes
         self._keys: dict[int, selectors.SelectorKey] = {}
+        # The numbers to look at: those touched (registered, or their socket's state
+        # changed) and those found ready the last time (readiness is level-triggered).
+        self._watch: set[int] = set()
         #: The simulated sockets by number (the network's): the loop registers numbers.
         self.sockets: dict[int, SimSocket] = {}
         self.now = 0.0
@@ -78,7 +81,12 @@ class SimSelector(selectors.BaseSelector):
             raise KeyError(f"{fileobj!r} is already registered")
         key = selectors.SelectorKey(fileobj, fd, events, data)
         self._keys[fd] = key
+        self._watch.add(fd)
         return key
+
+    def touch(self, fd: int) -> None:
+        """Look at ``fd`` at the next select (its socket's state may have changed)."""
+        self._watch.add(fd)
 
     def unregister(self, fileobj: Any) -> selectors.SelectorKey:
         """Stop watching ``fileobj``."""
@@ -100,11 +108,13 @@ class SimSelector(selectors.BaseSelector):
     def ready(self) -> list[tuple[selectors.SelectorKey, int]]:
         """The keys whose simulated socket is ready for what they wait for."""
         found: list[tuple[selectors.SelectorKey, int]] = []
-        for fd in sorted(self._keys):
-            key = self._keys[fd]
+        watch = self._watch
+        for fd in sorted(watch):
+            key = self._keys.get(fd)
             sock = self.sockets.get(fd)
-            if sock is None:
-                continue  # the loop's self-pipe: nothing writes to it (no threads)
+            if key is None or sock is None:
+                watch.discard(fd)  # (the loop's self-pipe: nothing writes to it)
+                continue
             if not self.processes.runs(sock.local[0]):
                 continue  # its process is paused: what arrived waits in the socket
             events = 0
@@ -114,6 +124,8 @@ class SimSelector(selectors.BaseSelector):
                 events |= selectors.EVENT_WRITE
             if events:
                 found.append((key, events))
+            else:
+                watch.discard(fd)
         return found
 
     def select(self, timeout: float | None = None) -> list[tuple[selectors.SelectorKey, int]]:
@@ -155,6 +167,7 @@ class SimLoop(asyncio.SelectorEventLoop):
         self.host = host
         self.network = network or SimNetwork(self, random.Random(f"{seed}-network"))
         self.selector.sockets = self.network.sockets
+        self.network.on_touch = self.selector.touch
         self._thread_of_loop = threading.get_ident()
 
     def time(self) -> float:
@@ -175,6 +188,9 @@ class SimLoop(asyncio.SelectorEventLoop):
     def resume(self, host: str) -> None:
         """Let ``host``'s process run again: what it missed runs now, in order."""
         self.processes.resume(self.processes.current[host], self._ready)
+        for fd, sock in self.network.sockets.items():
+            if sock.local[0] == host:
+                self.selector.touch(fd)
 
     def crash(self, host: str) -> None:
         """Kill ``host``'s process: it never runs again, its connections are reset."""

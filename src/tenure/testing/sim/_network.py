@@ -30,6 +30,7 @@ import random
 import socket
 import struct
 from collections import deque
+from collections.abc import Callable
 from typing import Final
 
 from tenure.testing.sim._sockets import WINDOW, Address, OneWay, SimSocket
@@ -75,6 +76,9 @@ class SimNetwork:
         #: The time of the latest arrival scheduled per sending socket (TCP's order).
         self._last_arrival: dict[int, float] = {}
         self.connections: list[tuple[SimSocket, SimSocket]] = []
+        #: Told the number of a socket whose readiness may have changed (the loop's
+        #: selector looks only at those, and at those it found ready).
+        self.on_touch: Callable[[int], None] = lambda fd: None
         #: Every socket not closed yet, by number (what the loop's selector looks up).
         self.sockets: dict[int, SimSocket] = {}
 
@@ -120,7 +124,13 @@ class SimNetwork:
         theirs.outgoing = mine.incoming = OneWay(self.window)
         backlog.append(theirs)
         self.connections.append((mine, theirs))
+        for twin in self._listening.get(to, []):
+            self.touch(twin)
         return mine
+
+    def touch(self, sock: SimSocket) -> None:
+        """``sock``'s readiness may have changed (:attr:`on_touch`)."""
+        self.on_touch(sock.number)
 
     # -- traffic ------------------------------------------------------------------------
 
@@ -158,6 +168,8 @@ class SimNetwork:
             stream.eof = True
         else:
             stream.arrive(data)
+        self.touch(sock.peer)  # (something to read)
+        self.touch(sock)  # (less in flight: room to send)
 
     # -- ends -----------------------------------------------------------------------------
 
@@ -197,6 +209,7 @@ class SimNetwork:
         for end in (sock, sock.peer):
             if end is None:
                 continue
+            self.touch(end)
             if not end.closed:
                 end.error = errno.ECONNRESET
             for stream in (end.incoming, end.outgoing):

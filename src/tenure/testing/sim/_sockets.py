@@ -46,6 +46,9 @@ class Carrier(Protocol):
     def dup_listener(self, sock: SimSocket) -> SimSocket:
         """Another socket on listening ``sock``'s queue."""
 
+    def touch(self, sock: SimSocket) -> None:
+        """``sock``'s readiness may have changed (its selector looks again)."""
+
 
 class OneWay:
     """One direction of a connection: bytes in flight, then arrived and unread."""
@@ -207,7 +210,10 @@ class SimSocket:
         if stream is None:
             raise OSError(errno.ENOTCONN, "not connected")
         if stream.unread:
-            return stream.take(size)
+            data = stream.take(size)
+            if self.peer is not None:
+                self.network.touch(self.peer)  # (room in its window again)
+            return data
         if stream.eof:
             return b""
         raise BlockingIOError(errno.EAGAIN, "nothing to read yet")
