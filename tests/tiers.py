@@ -145,6 +145,7 @@ TIERS: Final[dict[str, tuple[str, ...]]] = {
     "tests/protocol/test_purity.py": SERVICE,
     "tests/runtime": UNIT,
     "tests/sim": UNIT,  # the simulated loop and network (a journal in a temp dir at most)
+    "tests/sim/test_sim_cli.py": SERVICE,  # the command line, in child interpreters
     "tests/sync": UNIT,  # by shared_url: SERVER_PARAMETERS
     "tests/sync/test_remote.py": SERVICE,
     "tests/server/durability": UNIT,

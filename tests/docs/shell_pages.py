@@ -447,6 +447,12 @@ BLOCKS: dict[tuple[str, str], ShellBlock] = {
         ),
         check="grep -q '<html' t.html",
     ),
+    ("docs/testing.md", "python -m tenure.testing.sim --seed 7"): ShellBlock(
+        lines=(
+            Line(r"--mutant token-reset", status=1, prints=r"linearizable:mutex: not linearizable"),
+            Line(r"tenure\.testing\.sim", prints=r"history sha256: [0-9a-f]{64}\n"),
+        ),
+    ),
     ("docs/testing.md", "pip install 'tenure[testing]'"): ShellBlock(
         slow=True,
         servers=("tenure",),

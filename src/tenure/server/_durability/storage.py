@@ -303,6 +303,16 @@ class DataDir:
         if self._end > self._size:
             self._size = self._end
 
+    @property
+    def segment(self) -> Path:
+        """The segment records are appended to."""
+        return self._segment_path(self._segment)
+
+    @property
+    def end(self) -> int:
+        """Where the next record goes in :attr:`segment` (the end of the last whole one)."""
+        return self._end
+
     def sync(self) -> None:
         """Make what was written durable (fdatasync)."""
         _sync_data(self._open_fd())

@@ -245,7 +245,7 @@ def _find_mutants(options: SimOptions, most: int, jobs: int) -> int:
             print(f"{name}: NOT found in {tried:.0f} seeds ({cpu:.1f}s of CPU)")
             continue
         print(
-            f"{name}: found by seed {found.options.seed}, the {tried:.0f}th tried "
+            f"{name}: found by seed {found.options.seed}, after {tried:.0f} seed(s) "
             f"({cpu:.1f}s of CPU, {wall:.1f}s): {found.verdicts.violations[0][:200]}"
         )
         print(f"  replay: {found.options.command()}")

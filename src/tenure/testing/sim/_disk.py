@@ -22,6 +22,7 @@ import asyncio
 import os
 import random
 from collections.abc import Callable
+from pathlib import Path
 from typing import Final
 
 from tenure.server import DataDir
@@ -48,7 +49,7 @@ class SimDisk:
         self._durable: Callable[[int, float | None], None] = lambda batch, seconds: None
         self._handed = 0
         self._last_end = 0.0  # when the last fsync asked for ends
-        self._segment = -1  # the segment of the offsets below
+        self._segment: Path | None = None  # the segment of the offsets below
         #: Where the segment's bytes are synced to.
         self.synced = 0
 
@@ -70,32 +71,26 @@ class SimDisk:
         loop = asyncio.get_running_loop()
         seconds = self.rng.uniform(*FSYNC_LATENCY)
         self._last_end = max(loop.time(), self._last_end) + seconds
-        end = self._end()
+        end = self.data_dir.end
         loop.call_at(self._last_end, self._synced, self._handed, self._segment, end, seconds)
         return self._handed
 
-    def _synced(self, batch: int, segment: int, end: int, seconds: float) -> None:
+    def _synced(self, batch: int, segment: Path | None, end: int, seconds: float) -> None:
         if segment == self._segment:
             self.synced = max(self.synced, end)
         self._durable(batch, seconds)
 
     def _follow_segment(self) -> None:
         """A new segment (a snapshot began it) starts synced to its end so far."""
-        segment = self._current_segment()
+        segment = self.data_dir.segment
         if segment != self._segment:
-            self._segment, self.synced = segment, self._end()
-
-    def _current_segment(self) -> int:
-        return int(self.data_dir._segment)  # (the data directory's own bookkeeping)
-
-    def _end(self) -> int:
-        return int(self.data_dir._end)
+            self._segment, self.synced = segment, self.data_dir.end
 
     def drain(self) -> None:
         """Make everything written durable now (an fsync on the loop)."""
         self.data_dir.sync()
         self._follow_segment()
-        self.synced = self._end()
+        self.synced = self.data_dir.end
         self._durable(self._handed, None)
 
     def stop(self, *, discard: bool = False) -> None:
@@ -105,12 +100,11 @@ class SimDisk:
         """Cut the segment as a power loss leaves it (module docstring); the bytes kept
         past the last fsync, and those lost."""
         self._follow_segment()
-        end = self._end()
+        end = self.data_dir.end
         if end <= self.synced:
             return 0, 0
         cut = self.rng.randint(self.synced, end)
-        path = self.data_dir._segment_path(self._segment)
-        with open(path, "r+b") as file:
+        with open(self.data_dir.segment, "r+b") as file:
             file.truncate(cut)
             os.fsync(file.fileno())
         return cut - self.synced, end - cut

@@ -1,0 +1,135 @@
+"""Simulated runs in this process (tenure.testing.sim): one seed, one history; the
+processes' pauses and crashes; the disk's power loss; shrinking; the command line's
+refusals. (The command line's runs, in child interpreters: test_sim_cli.py.)"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import random
+from pathlib import Path
+
+import pytest
+
+from tenure.server import DataDir, FsyncMode
+from tenure.testing.sim import SimLoop
+from tenure.testing.sim._cli import EXIT_BAD_INPUT, main
+from tenure.testing.sim._disk import SimDisk
+from tenure.testing.sim._run import SimOptions, SimResult, run_seed
+from tenure.testing.sim._shrink import rule_of, shrink
+from tenure.testing.sim._verdicts import Verdicts
+
+SHORT = SimOptions(3, minutes=0.5, clients=3)
+
+
+def test_a_seed_gives_one_history_run_after_run() -> None:
+    first, second = run_seed(SHORT), run_seed(SHORT)
+    assert first.ok, first.verdicts.violations
+    assert first.digest == second.digest
+    assert sum(first.verdicts.operations.values()) > 100  # (it did something)
+    other = run_seed(dataclasses.replace(SHORT, seed=4))
+    assert other.digest != first.digest
+
+
+def test_a_run_without_faults_makes_none() -> None:
+    result = run_seed(dataclasses.replace(SHORT, faults=()))
+    assert result.ok, result.verdicts.violations
+    assert result.faults == {}
+
+
+def test_a_paused_process_runs_nothing_until_resumed_and_a_crashed_one_never() -> None:
+    loop = SimLoop(1)
+    ticks: dict[str, list[float]] = {"a": [], "b": []}
+
+    async def ticking(name: str) -> None:
+        while True:
+            ticks[name].append(loop.time())
+            await asyncio.sleep(1)
+
+    async def main_() -> None:
+        for name in ticks:
+            loop.processes.spawn(loop.processes.new(name), ticking(name))
+        await asyncio.sleep(2.5)
+        loop.pause("a")
+        await asyncio.sleep(3)  # a's ticks at 3, 4 and 5 are held back
+        assert ticks["a"][-1] < 2.5
+        loop.resume("a")
+        await asyncio.sleep(0)
+        loop.crash("b")
+        await asyncio.sleep(2.9)
+
+    try:
+        loop.run_until_complete(main_())
+    finally:
+        loop.close()
+    assert [round(t, 3) for t in ticks["a"]] == [0, 1, 2, 5.5, 6.5, 7.5]  # (late, once)
+    assert [round(t, 3) for t in ticks["b"]] == [0, 1, 2, 3, 4, 5]  # none after 5.5
+
+
+def test_a_power_loss_keeps_what_was_synced_and_a_torn_part_of_the_rest(
+    tmp_path: Path,
+) -> None:
+    data_dir = DataDir(tmp_path, FsyncMode.ALWAYS)
+    data_dir.recover()
+    disk = SimDisk(data_dir, random.Random(1))
+    loop = SimLoop(1)
+    durable: list[int] = []
+
+    async def main_() -> tuple[int, int, int]:
+        disk.start(lambda batch, seconds: durable.append(batch), lambda what, error: None)
+        disk.write(b"x" * 100, False)
+        await asyncio.sleep(1)  # its fsync ended
+        synced = disk.synced
+        disk.write(b"y" * 500, False)  # its fsync not ended
+        written = data_dir.end
+        return synced, written, disk.lose_power()[1]
+
+    try:
+        synced, written, lost = loop.run_until_complete(main_())
+    finally:
+        loop.close()
+    assert durable == [1]  # the second batch never became durable
+    size = data_dir.segment.stat().st_size
+    assert synced <= size <= written
+    assert size == written - lost
+
+
+def _result(options: SimOptions, violations: list[str]) -> SimResult:
+    return SimResult(options, "0" * 64, Verdicts(violations=violations), 60.0, 1.0)
+
+
+def test_a_shrink_keeps_the_smallest_run_that_breaks_the_same_rule() -> None:
+    asked: list[SimOptions] = []
+
+    def run(options: SimOptions) -> SimResult:
+        asked.append(options)
+        # Breaks while there are 2 clients or more and a crash: other rules do not count.
+        if options.clients >= 2 and "crash" in options.faults:
+            return _result(options, ["linearizable:mutex: not linearizable"])
+        return _result(options, ["no-progress: w0c0"] if options.clients == 1 else [])
+
+    failed = _result(SimOptions(9, minutes=2.0, clients=8), ["linearizable:mutex: x"])
+    smaller = shrink(failed, run)
+    assert smaller.options.clients == 2
+    assert smaller.options.faults == ("crash",)
+    assert smaller.options.minutes == 0.5
+    assert smaller.options.seed == 9
+    assert len(asked) <= 24
+    assert rule_of(smaller.verdicts.violations[0]) == "linearizable:mutex"
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["--minutes", "0.1"],
+        ["--faults", "flood"],
+        ["--target", "nowhere"],
+        ["--clients", "0"],
+        ["--seeds", "0"],
+        ["--mutant", "no-such-bug"],
+        ["--mutant", "token-reset", "--mutants"],
+    ],
+)
+def test_bad_input_exits_2(argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(argv) == EXIT_BAD_INPUT
+    assert "error" in capsys.readouterr().err
