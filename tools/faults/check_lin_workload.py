@@ -19,7 +19,7 @@ operation of these workers to judge):
 * ``hang``: an operation still unanswered at the stop, invoked more than ``bound``
   before it (a watch waits for a change by design, and is left out).
 
-And the watchers (``watch-*.jsonl``, :mod:`tools.faults.lin_watch`): each watch (a
+And the watchers (``watch-*.jsonl``, :mod:`tenure.testing.workload._watcher`): each watch (a
 process of a watcher, from its first call for a state) is a lincheck watch record,
 armed at that call, each state it was given seen when it came;
 :func:`tenure.testing.lincheck.check_watches` searches each register again with the
@@ -37,7 +37,14 @@ from pathlib import Path
 from typing import Any
 
 from tenure.testing import lincheck
-from tenure.testing.workload import FACE_MODELS, MODELS, close_holds, read_events, through_ydb
+from tenure.testing.workload import (
+    FACE_MODELS,
+    MODELS,
+    close_holds,
+    read_events,
+    through_ydb,
+    watch_records,
+)
 from tools.faults.check_lin import check_events
 from tools.faults.check_locks import Violation
 
@@ -68,19 +75,6 @@ def check_workload(
     records = watch_records(sorted(lin_dir.glob("watch-*.jsonl")))
     watched, stats["watch"] = check_watchers(records, registers)
     return violations + watched, stats
-
-
-def watch_records(paths: list[Path]) -> list[lincheck.WatchRecord]:
-    """The watch records of the watchers' files (module docstring)."""
-    records: dict[str, lincheck.WatchRecord] = {}
-    for event in read_events(paths):
-        process, key = str(event["process"]), event.get("key")
-        record = records.get(process)
-        if record is None and event["type"] == "invoke":
-            records[process] = lincheck.WatchRecord(process, key, float(event["time"]))
-        elif record is not None and event["type"] == "ok":
-            record.seen.append((event["value"], float(event["time"])))
-    return list(records.values())
 
 
 def check_watchers(

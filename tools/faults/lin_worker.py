@@ -2,7 +2,7 @@
 
 ``python -m tools.faults.lin_worker CONFIG.json`` (:class:`~tenure.testing.workload.LinConfig`).
 The first :attr:`~tenure.testing.workload.LinConfig.watchers` clients watch a
-register (:mod:`tools.faults.lin_watch`); the others loop on random operations
+register (:mod:`tenure.testing.workload._watcher`); the others loop on random operations
 (:mod:`tenure.testing.workload`; through dflockd's face too where the target serves
 it: :mod:`tools.faults.lin_dflockd`; and YDB's: :mod:`tools.faults.lin_ydb`). Every
 operation goes to lincheck's files
@@ -23,11 +23,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Final
 
-from tenure.testing.workload import STEPS, Books, LinClient, LinConfig
+from tenure.testing.workload import STEPS, Books, LinClient, LinConfig, Watcher
 from tools.faults.history import Recorder, now_ns
 from tools.faults.lin_client import LoopPauses
 from tools.faults.lin_dflockd import DFLOCKD_STEPS
-from tools.faults.lin_watch import Watcher
 from tools.faults.lin_ydb import YdbVisits
 from tools.faults.worker import config_main
 

@@ -14,7 +14,9 @@ and a length; each ends by itself (a timer heals it). Of a single server target:
   its fsyncs made durable and a torn part of the rest
   (:meth:`~tenure.testing.sim._disk.SimDisk.lose_power`);
 * ``pause-server``, ``pause-client``: a process stopped (SIGSTOP, a GC pause), at times
-  past the sessions' recovery window, then resumed.
+  past the sessions' recovery window, then resumed;
+* ``crash-client``: a client killed (its holds stay until its session expires) and
+  started again after a while as a new worker of the workload.
 
 :meth:`Nemesis.heal` ends whatever is under way (the run's quiet end): the cuts are
 healed, the paused resumed, a crashed server started.
@@ -28,7 +30,7 @@ import random
 from typing import TYPE_CHECKING, Final
 
 from tenure.testing.sim._server import RestartError, SimServer
-from tenure.testing.sim._workload import WINDOW, SimNotes, client_host
+from tenure.testing.sim._workload import WINDOW, SimClients, SimNotes, client_host
 
 if TYPE_CHECKING:
     from tenure.testing.sim._loop import SimLoop
@@ -38,7 +40,7 @@ __all__ = ["FAULTS", "Nemesis"]
 #: Each fault and its weight.
 FAULTS: Final = {
     "cut": 3, "reset": 2, "slow": 2, "crash": 1, "power": 1, "pause-server": 2,
-    "pause-client": 2,
+    "pause-client": 2, "crash-client": 1,
 }  # fmt: skip
 #: Seconds between two faults, at random between the two.
 GAP: Final = (0.5, 4.0)
@@ -55,7 +57,7 @@ class Nemesis:
         loop: SimLoop,
         rng: random.Random,
         server: SimServer,
-        clients: int,
+        clients: SimClients,
         notes: SimNotes,
         faults: tuple[str, ...] = tuple(FAULTS),
     ) -> None:
@@ -87,7 +89,8 @@ class Nemesis:
             self.counts[fault] += 1
 
     async def _make(self, fault: str, length: float) -> None:
-        client = client_host(self.rng.randrange(self.clients))
+        number = self.rng.randrange(self.clients.clients)
+        client = client_host(number)
         network = self.loop.network
         self.notes.note("nemesis", fault, seconds=length, client=client)
         if fault == "cut":
@@ -105,6 +108,11 @@ class Nemesis:
             for _ in range(self.rng.randrange(3)):
                 when = self.rng.uniform(0.0, length)
                 self._later(when, lambda: network.reset(client, self.server.host))
+        elif fault == "crash-client":
+            if number in self.clients.tasks:
+                self._paused.discard(client)
+                self.clients.crash(number)
+                self._later(length, lambda: self._restart(number))
         elif fault in ("crash", "power"):
             if self.server.running:
                 kept, lost = self.server.crash(power=fault == "power")
@@ -130,6 +138,10 @@ class Nemesis:
             self.broken = str(error)
             self.notes.note("harness", "restart-failed", error=str(error))
 
+    def _restart(self, number: int) -> None:
+        if number not in self.clients.tasks and not self.clients.stop.is_set():
+            self.clients.restart(number)
+
     def _resume(self, host: str) -> None:
         if host in self._paused:
             self._paused.discard(host)
@@ -146,3 +158,5 @@ class Nemesis:
             self._resume(host)
         if not self.server.running and self.broken is None:
             await self._start()
+        for number in range(self.clients.clients):
+            self._restart(number)

@@ -21,6 +21,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import contextvars
+import gc
+import warnings
 import weakref
 from collections import deque
 from collections.abc import Coroutine, Iterable
@@ -65,6 +67,10 @@ class ProcessTable:
         self.held: dict[SimProcess, list[asyncio.Handle]] = {}
         #: Each host's running incarnation.
         self.current: dict[str, SimProcess] = {}
+        #: What crashed processes left: the callbacks they would have run and the tasks
+        #: buried, kept until the run ends (:meth:`forget_the_dead`) so that nothing of
+        #: theirs is collected, and warns, mid-run.
+        self.graveyard: list[object] = []
         self._tasks: weakref.WeakKeyDictionary[asyncio.Task[Any], SimProcess] = (
             weakref.WeakKeyDictionary()
         )
@@ -122,7 +128,16 @@ class ProcessTable:
         """``process`` never runs again (module docstring)."""
         self.crashed.add(process)
         self.paused.discard(process)
-        self.held.pop(process, None)
+        self.graveyard += self.held.pop(process, [])
+
+    def forget_the_dead(self) -> None:
+        """Let what crashed processes left be collected (the run is over): a coroutine
+        of theirs never awaited is their death's doing, not a bug of the code (the
+        warning the collection gives is not shown)."""
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", r"coroutine .* was never awaited", RuntimeWarning)
+            self.graveyard.clear()
+            gc.collect()
 
     def of_task(self, task: asyncio.Task[Any]) -> SimProcess | None:
         """The process ``task`` belongs to."""
@@ -137,6 +152,7 @@ class ProcessTable:
         with contextlib.suppress(BaseException):
             coro.close()
         task._log_destroy_pending = False  # type: ignore[attr-defined]
+        self.graveyard.append(task)
 
     def keep(self, handle: asyncio.Handle) -> bool:
         """Whether ``handle`` may go to the ready queue now (else it was held or dropped)."""
@@ -144,6 +160,7 @@ class ProcessTable:
         if process is None:
             return True
         if process in self.crashed:
+            self.graveyard.append(handle)
             return False
         if process in self.paused:
             self.held.setdefault(process, []).append(handle)

@@ -35,8 +35,8 @@ from tenure.testing.sim._loop import SimDeadlockError, SimLivelockError, SimLoop
 from tenure.testing.sim._mutants import planted
 from tenure.testing.sim._nemesis import FAULTS, Nemesis
 from tenure.testing.sim._server import SimServer
-from tenure.testing.sim._verdicts import Verdicts, judge, merged_histories
-from tenure.testing.sim._workload import SimNotes, create_keys, start_clients
+from tenure.testing.sim._verdicts import Verdicts, judge, merged_histories, watched
+from tenure.testing.sim._workload import SimClients, SimNotes, create_keys
 
 __all__ = ["QUIET", "TARGETS", "SimOptions", "SimResult", "run_seed"]
 
@@ -67,7 +67,8 @@ class SimOptions:
     def command(self) -> str:
         """The command that runs this again."""
         words = [
-            "scripts/sim", "--seed", str(self.seed), "--target", self.target,
+            "python", "-m", "tenure.testing.sim", "--seed", str(self.seed),
+            "--target", self.target,
             "--minutes", f"{self.minutes:g}", "--clients", str(self.clients),
         ]  # fmt: skip
         if self.faults != tuple(FAULTS):
@@ -130,43 +131,62 @@ def _run(options: SimOptions, work_dir: Path) -> SimResult:
     unhandled = _Unhandled()
     loop.set_exception_handler(unhandled.handle)
     notes = SimNotes(loop)
+    ended = _Ended()
     try:
-        faults = loop.run_until_complete(_main(loop, options, work_dir, notes))
+        loop.run_until_complete(_main(loop, options, work_dir, notes, ended))
     except (SimDeadlockError, SimLivelockError) as error:
         notes.note("harness", "stuck", error=f"{type(error).__name__}: {error}")
         notes.closed = True
         for process in list(loop.processes.alive()):
             loop.processes.crash(process)  # (what spun stops with them)
-        faults = {}
     finally:
+        notes.closed = True  # (what the ends of its processes say is not of the run)
         loop.run_until_complete(_end_every_task(loop))
         loop.close()
+        loop.processes.forget_the_dead()
     histories = merged_histories(work_dir / "lin")
-    verdicts = judge(histories, notes, unhandled.errors, QUIET, options.clients)
+    seen = watched(work_dir / "lin")
+    verdicts = judge(histories, seen, notes, unhandled.errors, QUIET, ended.operating, ended.dead)
     digest = hashlib.sha256()
     for model, events in histories.items():
         digest.update(model.encode() + b"\n")
         for event in events:
             digest.update(json.dumps(event, sort_keys=True).encode() + b"\n")
+    for record in seen:
+        digest.update(json.dumps([record.watcher, record.key, record.armed, record.seen]).encode())
     return SimResult(
-        options, digest.hexdigest(), verdicts, loop.time(), time.process_time() - started, faults
+        options,
+        digest.hexdigest(),
+        verdicts,
+        loop.time(),
+        time.process_time() - started,
+        ended.faults,
     )
 
 
+@dataclass
+class _Ended:
+    """What a run's end leaves to judge it by: the faults made, the clients that
+    operated at the end and those killed on the way (by their labels)."""
+
+    faults: dict[str, int] = field(default_factory=dict)
+    operating: list[str] = field(default_factory=list)
+    dead: set[str] = field(default_factory=set)
+
+
 async def _main(
-    loop: SimLoop, options: SimOptions, work_dir: Path, notes: SimNotes
-) -> dict[str, int]:
+    loop: SimLoop, options: SimOptions, work_dir: Path, notes: SimNotes, ended: _Ended
+) -> None:
     lin_dir = work_dir / "lin"
     lin_dir.mkdir(parents=True, exist_ok=True)
     server = SimServer(loop, work_dir / "data", fsync=FsyncMode(options.fsync))
     await server.start()
     await create_keys(server.url)
     stop = asyncio.Event()
-    tasks, books = start_clients(
-        loop, server.url, lin_dir, options.seed, options.clients, notes, stop
-    )
+    clients = SimClients(loop, server.url, lin_dir, options.seed, options.clients, notes, stop)
+    clients.start()
     rng = random.Random(f"{options.seed}-nemesis")
-    nemesis = Nemesis(loop, rng, server, options.clients, notes, options.faults)
+    nemesis = Nemesis(loop, rng, server, clients, notes, options.faults)
     end = loop.time() + options.minutes * 60
     try:
         await nemesis.run(end - QUIET)
@@ -176,14 +196,16 @@ async def _main(
             await asyncio.sleep(max(0.0, end - loop.time()))
         notes.note("harness", "stop")
         stop.set()
-        _, late = await asyncio.wait(tasks, timeout=STOP_WAIT)
+        _, late = await asyncio.wait(clients.running(), timeout=STOP_WAIT)
         for task in late:
             notes.note("harness", "client-stuck", task=task.get_name())
             task.cancel()
     finally:
-        books.close()
+        clients.close()
         server.crash()  # (nothing of it is judged after the stop: no shutdown to run)
-    return nemesis.counts
+        ended.faults = nemesis.counts
+        ended.operating = clients.operating()
+        ended.dead = set(clients.dead)
 
 
 @contextlib.contextmanager

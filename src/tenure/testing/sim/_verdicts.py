@@ -9,10 +9,13 @@ The rules (each violation a line naming its rule):
   at most one holder; the registers and counters hold every acknowledged write (none
   lost, none applied twice); membership holds each member's join and leave. A search
   past its bound is a violation too (``unknown``: a run must be judged);
+* ``linearizable:watch``: what the watcher saw of a register (each state in order,
+  none repeated, none before the write that made it) is explained by a linearization
+  of the registers (:func:`tenure.testing.lincheck.check_watches`);
 * ``no-progress``: a client with no operation answered (``ok`` or ``fail``) in the
   run's quiet end, once every fault was healed;
 * ``hang``: an operation still unanswered at the stop, invoked more than the quiet
-  end's length before it;
+  end's length before it (but a killed client's);
 * ``client-error``: a client's loop raised what no step expects (a bug of the client,
   or of what the server answered);
 * ``unhandled``: a callback or task of the loop raised and nobody handled it (a
@@ -32,9 +35,15 @@ from typing import Any, Final
 
 from tenure.testing import lincheck
 from tenure.testing.sim._workload import SimNotes
-from tenure.testing.workload import FACE_MODELS, MODELS, close_holds, read_events
+from tenure.testing.workload import (
+    FACE_MODELS,
+    MODELS,
+    close_holds,
+    read_events,
+    watch_records,
+)
 
-__all__ = ["Verdicts", "judge", "merged_histories"]
+__all__ = ["Verdicts", "judge", "merged_histories", "watched"]
 
 #: Seconds lincheck may search one model's history before its verdict is unknown.
 SEARCH_BOUND: Final = 120.0
@@ -50,6 +59,11 @@ class Verdicts:
     explanations: dict[str, str] = field(default_factory=dict)
 
 
+def watched(lin_dir: Path) -> list[lincheck.WatchRecord]:
+    """What the watchers saw, as lincheck's watch records."""
+    return watch_records(sorted(lin_dir.glob("watch-*.jsonl")))
+
+
 def merged_histories(lin_dir: Path) -> dict[str, list[dict[str, Any]]]:
     """Each model's events, merged and closed, in the order of the models (a face's
     model, which no client recorded, left out)."""
@@ -63,19 +77,28 @@ def merged_histories(lin_dir: Path) -> dict[str, list[dict[str, Any]]]:
 
 def judge(
     histories: dict[str, list[dict[str, Any]]],
+    watched: list[lincheck.WatchRecord],
     notes: SimNotes,
     unhandled: list[str],
     quiet: float,
-    clients: int,
+    operating: list[str],
+    dead: set[str],
 ) -> Verdicts:
-    """Every rule of the module docstring on one run."""
+    """Every rule of the module docstring on one run (``operating``: the labels of the
+    clients that operate, not watch, at the end; ``dead``: those of clients killed, whose
+    operations in flight stay unanswered)."""
     verdicts = Verdicts()
-    for model, events in histories.items():
-        _check_model(verdicts, model, events)
+    results = {model: _check_model(verdicts, model, events) for model, events in histories.items()}
+    registers = results.get("register")
+    if watched and registers is not None and registers.ok:
+        found = lincheck.check_watches(registers, watched)
+        verdicts.operations["watch"] = sum(len(record.seen) for record in watched)
+        for problem in (found.violations + found.unknown)[:3]:
+            verdicts.violations.append(f"linearizable:watch: {problem}")
     heal = next((note.at for note in notes.of("heal")), None)
     stop = next((note.at for note in notes.of("stop")), None)
     if heal is not None and stop is not None:
-        verdicts.violations += _progress(histories, heal, stop, quiet, clients)
+        verdicts.violations += _progress(histories, heal, stop, quiet, operating, dead)
     for note in notes.of("client-error"):
         verdicts.violations.append(f"client-error: {note.process}: {note.fields.get('error')}")
     for note in notes.of("stuck"):
@@ -88,7 +111,9 @@ def judge(
     return verdicts
 
 
-def _check_model(verdicts: Verdicts, model: str, events: list[dict[str, Any]]) -> None:
+def _check_model(
+    verdicts: Verdicts, model: str, events: list[dict[str, Any]]
+) -> lincheck.CheckResult | None:
     header = MODELS[model]
     lines = ([header] if header else []) + events
     verdicts.operations[model] = sum(1 for e in events if e["type"] != "invoke")
@@ -97,13 +122,13 @@ def _check_model(verdicts: Verdicts, model: str, events: list[dict[str, Any]]) -
         history = lincheck.from_events(enumerate(lines, start=1), model)
     except lincheck.HistoryError as error:
         verdicts.violations.append(f"{rule}: the history is malformed: {error}")
-        return
+        return None
     result = lincheck.check(history, model, timeout=SEARCH_BOUND)
-    if result.ok:
-        return
-    explanation = result.explain()
-    verdicts.explanations[model] = explanation
-    verdicts.violations.append(f"{rule}: {explanation.splitlines()[0]}")
+    if not result.ok:
+        explanation = result.explain()
+        verdicts.explanations[model] = explanation
+        verdicts.violations.append(f"{rule}: {explanation.splitlines()[0]}")
+    return result
 
 
 def _label(process: str) -> str:
@@ -112,15 +137,15 @@ def _label(process: str) -> str:
 
 def _progress(
     histories: dict[str, list[dict[str, Any]]], heal: float, stop: float, quiet: float,
-    clients: int,
+    operating: list[str], dead: set[str],
 ) -> list[str]:  # fmt: skip
     answered: set[str] = set()
     pending: dict[str, dict[str, Any]] = {}
     for events in histories.values():
         for event in events:
             process = str(event["process"])
-            if "/" in process:
-                continue  # a loss's own process, or an end the merge added
+            if "/" in process or _label(process) in dead:
+                continue  # a loss's own process, an end the merge added, a killed client's
             if event["type"] == "invoke":
                 pending[process] = event
                 continue
@@ -128,9 +153,10 @@ def _progress(
             if event["type"] in ("ok", "fail") and heal <= int(event["time"]) / 1e9 <= stop:
                 answered.add(_label(process))
     found = [
-        f"no-progress: w0c{n}: no operation answered in the quiet {stop - heal:.1f}s after the heal"
-        for n in range(clients)
-        if f"w0c{n}" not in answered
+        f"no-progress: {label}: no operation answered in the quiet {stop - heal:.1f}s "
+        "after the heal"
+        for label in operating
+        if label not in answered
     ]
     for process, event in sorted(pending.items()):
         invoked = int(event["time"]) / 1e9

@@ -2,7 +2,9 @@
 
 Each client is :class:`tenure.testing.workload.LinClient` (the fault suite's, the same
 steps and recording rules) in a simulated process of its own (host ``c<n>``): the
-network's faults and the nemesis's pauses reach each client alone. Its history goes
+network's faults and the nemesis's pauses reach each client alone. With three clients
+or more, the first is a :class:`~tenure.testing.workload.Watcher` instead: it watches a
+register, and what it saw is held to the registers' linearization. Its history goes
 to lincheck's files in the run's directory on the loop's clock; what is not an
 operation (a lost session, a pause, a client's error) to :class:`SimNotes`.
 """
@@ -19,12 +21,14 @@ from typing import TYPE_CHECKING, Any, Final
 
 import tenure
 from tenure.errors import AlreadyExistsError
-from tenure.testing.workload import Books, LinClient, LinConfig
+from tenure.testing.workload import Books, LinClient, LinConfig, Watcher
 
 if TYPE_CHECKING:
     from tenure.testing.sim._loop import SimLoop
 
-__all__ = ["NODE", "REGISTERS", "SimNotes", "SimPauses", "create_keys", "start_clients"]
+__all__ = [
+    "NODE", "REGISTERS", "SimClients", "SimNotes", "SimPauses", "create_keys", "watchers",
+]  # fmt: skip
 
 #: The node every key lives in.
 NODE: Final = "sim"
@@ -104,33 +108,94 @@ async def create_keys(url: str) -> None:
                     await session.semaphore(name).create(limit=1, data=b"0")
 
 
+def watchers(clients: int) -> int:
+    """How many of ``clients`` watch (the first ones): one, from three clients on."""
+    return 1 if clients >= 3 else 0
+
+
 def client_host(number: int) -> str:
     """The host (and process name) of client ``number``."""
     return f"c{number}"
 
 
-def start_clients(
-    loop: SimLoop,
-    url: str,
-    out_dir: Path,
-    seed: int,
-    clients: int,
-    notes: SimNotes,
-    stop: asyncio.Event,
-) -> tuple[list[asyncio.Task[None]], Books]:
-    """Start ``clients`` clients, each in a process of its own, until ``stop``; their
-    tasks, and the books they record in (closed by the caller)."""
-    config = LinConfig(
-        index=0, doors=[url], node=NODE, clients=clients, out_dir=str(out_dir), history="",
-        seed=seed, registers=REGISTERS, counters=COUNTERS, mutexes=MUTEXES, groups=GROUPS,
-        member_ids=MEMBER_IDS, window=WINDOW, op_timeout=5.0,
-    )  # fmt: skip
-    books = Books(out_dir, 0, lambda: round(loop.time() * 1e9))
-    tasks = []
-    for number in range(clients):
+class SimClients:
+    """The run's clients, each in a process of its own (module docstring), until
+    ``stop``. A client killed (:meth:`crash`) is started again (:meth:`restart`) as a new
+    worker of the workload (``w<generation>c<n>``: its process ids are new, its files
+    its own), as a process restarted by its supervisor would be."""
+
+    def __init__(
+        self,
+        loop: SimLoop,
+        url: str,
+        out_dir: Path,
+        seed: int,
+        clients: int,
+        notes: SimNotes,
+        stop: asyncio.Event,
+    ) -> None:
+        self.loop, self.url, self.out_dir, self.seed = loop, url, out_dir, seed
+        self.clients, self.notes, self.stop = clients, notes, stop
+        self.watchers = watchers(clients)
+        self.tasks: dict[int, asyncio.Task[None]] = {}
+        #: Each client's worker generation (its label's ``w<generation>``).
+        self.generation = dict.fromkeys(range(clients), 0)
+        #: The labels of the clients killed (what they left unanswered is nobody's).
+        self.dead: set[str] = set()
+        self._books: dict[int, Books] = {}
+
+    def label(self, number: int) -> str:
+        """Client ``number``'s label now."""
+        return f"w{self.generation[number]}c{number}"
+
+    def operating(self) -> list[str]:
+        """The labels of the clients that operate (not watch), as they are now."""
+        return [self.label(n) for n in range(self.watchers, self.clients)]
+
+    def start(self) -> None:
+        """Start every client."""
+        for number in range(self.clients):
+            self._start(number)
+
+    def _start(self, number: int) -> None:
+        generation = self.generation[number]
+        config = LinConfig(
+            index=generation, doors=[self.url], node=NODE, clients=self.clients,
+            out_dir=str(self.out_dir), history="", seed=self.seed, registers=REGISTERS,
+            counters=COUNTERS, mutexes=MUTEXES, groups=GROUPS, member_ids=MEMBER_IDS,
+            window=WINDOW, op_timeout=5.0, watchers=self.watchers,
+        )  # fmt: skip
+        books = self._books.get(generation)
+        if books is None:
+            books = Books(self.out_dir, generation, lambda: round(self.loop.time() * 1e9))
+            self._books[generation] = books
         host = client_host(number)
-        pauses = SimPauses(loop, host, PAUSE_EVERY if number == 0 else 0.0, notes)
-        client = LinClient(config, number, books, pauses, notes)
-        process = loop.processes.new(host)
-        tasks.append(loop.processes.spawn(process, client.run(stop)))
-    return tasks, books
+        first = number == self.watchers  # (the first that operates pauses)
+        pauses = SimPauses(self.loop, host, PAUSE_EVERY if first else 0.0, self.notes)
+        runner = (
+            Watcher(config, number, books, self.notes)
+            if number < self.watchers
+            else LinClient(config, number, books, pauses, self.notes)
+        )
+        process = self.loop.processes.new(host)
+        self.tasks[number] = self.loop.processes.spawn(process, runner.run(self.stop))
+
+    def crash(self, number: int) -> None:
+        """Kill client ``number``'s process (its holds stay until its session expires)."""
+        self.dead.add(self.label(number))
+        self.loop.crash(client_host(number))
+        self.tasks.pop(number, None)
+
+    def restart(self, number: int) -> None:
+        """Start client ``number`` again, as a new worker generation."""
+        self.generation[number] = max(self.generation.values()) + 1
+        self._start(number)
+
+    def running(self) -> list[asyncio.Task[None]]:
+        """The tasks of the clients alive."""
+        return list(self.tasks.values())
+
+    def close(self) -> None:
+        """Close every generation's books."""
+        for books in self._books.values():
+            books.close()

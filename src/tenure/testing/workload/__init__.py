@@ -5,8 +5,10 @@ files, by rules that keep an unknown outcome unknown (:mod:`._client`'s docstrin
 The fault suite's ``linearizable`` scenario runs it in worker processes against real
 servers; :mod:`tenure.testing.sim` runs it on simulated time. Its pieces:
 :class:`LinConfig` (what a worker is given), :class:`Books` (its lincheck files, on a
-clock it is given), :class:`LinClient` (one client's loop, :data:`STEPS`), and
-:func:`read_events` and :func:`close_holds` (a model's files as one history).
+clock it is given), :class:`LinClient` (one client's loop, :data:`STEPS`),
+:class:`Watcher` (one that watches a register), :func:`read_events` and
+:func:`close_holds` (a model's files as one history), :func:`watch_records` (the
+watchers' files as lincheck's watch records).
 """
 
 from tenure.testing.workload._books import (
@@ -32,7 +34,8 @@ from tenure.testing.workload._client import (
     Step,
 )
 from tenure.testing.workload._config import LinConfig
-from tenure.testing.workload._merge import close_holds, read_events
+from tenure.testing.workload._merge import close_holds, read_events, watch_records
+from tenure.testing.workload._watcher import Watcher
 
 __all__ = [
     "ANSWER_LOST",
@@ -50,10 +53,12 @@ __all__ = [
     "Pauses",
     "ProcessIds",
     "SessionGoneError",
+    "Watcher",
     "Step",
     "close_holds",
     "model_file",
     "read_events",
     "through_ydb",
     "watch_file",
+    "watch_records",
 ]

@@ -4,7 +4,7 @@ A worker process keeps one :class:`~tenure.testing.lincheck.HistoryWriter` per m
 (``w<index>-<model>.jsonl``: ``register``, ``counter``, ``mutex``, ``membership``, and
 ``semaphore``, whose holds only YDB's face makes: the fault suite's ``tools/faults/lin_ydb.py``) and
 one per watcher (``watch-w<index>c<n>.jsonl``, the ``watch`` events' shape in
-``tools/faults/lin_watch.py``), all in one directory of the run. Every event's time is
+:mod:`tenure.testing.workload._watcher`), all in one directory of the run. Every event's time is
 the clock the books are given, in nanoseconds (the fault suite's: the raw
 ``CLOCK_MONOTONIC``, shared by every process and out of libfaketime's reach; the
 simulation's: its loop's), so the files of every worker merge into one history per

@@ -46,7 +46,7 @@ class LinConfig:
     #: Seconds between two pauses of the worker's loop past the window (0: none).
     pause_every: float = 0.0
     #: Clients (the first ones) that watch a register instead (the fault suite's
-    #: ``tools/faults/lin_watch.py``).
+    #: :mod:`tenure.testing.workload._watcher`).
     watchers: int = 0
     #: Operations per client at most (the loop is also bounded by the run's time).
     max_ops: int = 100_000

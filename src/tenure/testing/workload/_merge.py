@@ -18,7 +18,9 @@ import json
 from pathlib import Path
 from typing import Any, Final
 
-__all__ = ["close_holds", "read_events"]
+from tenure.testing import lincheck
+
+__all__ = ["close_holds", "read_events", "watch_records"]
 
 #: The operations whose end closes a hold, per model (module docstring).
 _ENDS: Final = {
@@ -93,3 +95,18 @@ def _end(start: dict[str, Any], f: str, value: Any, why: str) -> dict[str, Any]:
     process = f"{_label(str(start['process']))}/{why}-{start.get('key')}-{value}"
     return {"process": process, "type": "invoke", "f": f, "key": start.get("key"),
             "value": value, "time": start["time"]}  # fmt: skip
+
+
+def watch_records(paths: list[Path]) -> list[lincheck.WatchRecord]:
+    """The watch records of the watchers' files: each watch (a process of a watcher, from
+    its first call for a state) armed at that call, each state it was given seen when it
+    came."""
+    records: dict[str, lincheck.WatchRecord] = {}
+    for event in read_events(paths):
+        process, key = str(event["process"]), event.get("key")
+        record = records.get(process)
+        if record is None and event["type"] == "invoke":
+            records[process] = lincheck.WatchRecord(process, key, float(event["time"]))
+        elif record is not None and event["type"] == "ok":
+            record.seen.append((event["value"], float(event["time"])))
+    return list(records.values())

@@ -1,4 +1,4 @@
-"""A watcher of the ``linearizable`` scenario: what it saw of a register, recorded.
+"""A watcher of the linearizable workload: what it saw of a register, recorded.
 
 A watcher client watches one register's data (``semaphore(key).watch(data=True)``)
 and writes each state it is given to its own file (``watch-w<index>c<n>.jsonl``,
@@ -17,9 +17,9 @@ and writes each state it is given to its own file (``watch-w<index>c<n>.jsonl``,
   first state is the register's state when it opened.
 
 The register's own operations are in the workers' ``register`` files;
-:func:`tools.faults.check_lin_workload.check_watchers` makes each watch a lincheck
-watch record and holds it to the registers' linearization
-(:func:`tenure.testing.lincheck.check_watches`).
+:func:`~tenure.testing.workload._merge.watch_records` makes each watch a lincheck watch
+record, which the fault suite and the simulation hold to the registers'
+linearization (:func:`tenure.testing.lincheck.check_watches`).
 """
 
 from __future__ import annotations
@@ -33,8 +33,9 @@ from typing import Final
 
 import tenure
 from tenure.errors import LostError, TenureError
-from tenure.testing.workload import Books, LinConfig, ProcessIds
-from tools.faults.history import Recorder
+from tenure.testing.workload._books import Books, ProcessIds
+from tenure.testing.workload._client import Notes
+from tenure.testing.workload._config import LinConfig
 
 #: Seconds a watcher waits before it watches again after its watch ended.
 AGAIN: Final = (0.1, 0.4)
@@ -43,7 +44,7 @@ AGAIN: Final = (0.1, 0.4)
 class Watcher:
     """One watcher client (see the module docstring)."""
 
-    def __init__(self, config: LinConfig, number: int, books: Books, recorder: Recorder) -> None:
+    def __init__(self, config: LinConfig, number: int, books: Books, recorder: Notes) -> None:
         self.config = config
         self.label = f"w{config.index}c{number}"
         self.url = config.door_of(number)
