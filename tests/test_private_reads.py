@@ -84,10 +84,10 @@ FRIENDS: tuple[Friend, ...] = (
         "a crashed process's transport: its socket gone, nothing to close or warn of",
     ),
     Friend(
-        "tenure.testing.sim._processes",
-        "asyncio.tasks",
-        ("_log_destroy_pending",),
-        "a crashed process's task is pending for ever by design: not a leak to report",
+        "tenure.testing.sim._loop",
+        "asyncio.events",
+        ("_when",),
+        "a host's clock moved: its timers, the objects their owners hold, fire by its time",
     ),
     # The public low level (tenure.lowlevel): the one door from a recipe, the library's
     # or a user's, to the session's and its leases' own parts.

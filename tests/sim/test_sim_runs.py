@@ -133,3 +133,36 @@ def test_a_shrink_keeps_the_smallest_run_that_breaks_the_same_rule() -> None:
 def test_bad_input_exits_2(argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
     assert main(argv) == EXIT_BAD_INPUT
     assert "error" in capsys.readouterr().err
+
+
+def test_a_hosts_clock_drifts_and_jumps_and_its_timers_keep_to_it() -> None:
+    loop = SimLoop(1)
+    fired: list[tuple[float, float]] = []  # (simulated time, the host's time)
+
+    async def on_host() -> None:
+        for _ in range(3):
+            await asyncio.sleep(10)  # ten seconds of its own clock
+            fired.append((loop.now(), loop.time()))
+
+    async def main_() -> None:
+        loop.drift_clock("h", 0.5)  # its clock runs at half speed
+        loop.processes.spawn(loop.processes.new("h"), on_host())
+        await asyncio.sleep(25)  # its first sleep ends at simulated 20
+        loop.jump_clock("h", 5.0)  # its time 12.5 -> 17.5: its 20 comes at 30, not 40
+        assert loop.time() == 25  # (outside any process: simulated time)
+        await asyncio.sleep(100)
+
+    try:
+        loop.run_until_complete(main_())
+    finally:
+        loop.close()
+    simulated = [round(at, 6) for at, _ in fired]
+    own = [round(reading, 6) for _, reading in fired]
+    assert simulated == [20, 30, 50]
+    assert own == [10, 20, 30]
+    other = SimLoop(1)
+    try:
+        with pytest.raises(ValueError, match="never runs backward"):
+            other.jump_clock("h", -1.0)
+    finally:
+        other.close()

@@ -28,14 +28,17 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import heapq
 import random
 import selectors
 import socket
 import threading
+import weakref
 from collections import deque
 from collections.abc import Callable
 from typing import Any, Final
 
+from tenure.testing.sim._clocks import Clocks, HostClock
 from tenure.testing.sim._network import SimNetwork
 from tenure.testing.sim._processes import PROCESS, HeldReady, ProcessTable
 from tenure.testing.sim._sockets import SimSocket
@@ -161,6 +164,11 @@ class SimLoop(asyncio.SelectorEventLoop):
         self._ready: deque[asyncio.Handle] = HeldReady(self.processes)
         self.set_task_factory(self.processes.make_task)  # type: ignore[arg-type]
         self._instant = (-1.0, 0)  # the time of the last turn, and turns at it
+        #: The hosts' clocks (:mod:`._clocks`), and the timers set on one: (host, when).
+        self.clocks = Clocks()
+        self._local_timers: weakref.WeakKeyDictionary[
+            asyncio.TimerHandle, tuple[str | None, float]
+        ] = weakref.WeakKeyDictionary()
         self._clock_resolution = RESOLUTION
         self.seed = seed
         self.rng = random.Random(seed)
@@ -170,9 +178,68 @@ class SimLoop(asyncio.SelectorEventLoop):
         self.network.on_touch = self.selector.touch
         self._thread_of_loop = threading.get_ident()
 
-    def time(self) -> float:
-        """Simulated seconds since the loop was made."""
+    def now(self) -> float:
+        """Simulated seconds since the loop was made (what the network, the histories
+        and the nemesis go by)."""
         return self.selector.now
+
+    def time(self) -> float:
+        """The clock of the process running now (its host's: :mod:`._clocks`), else
+        :meth:`now`."""
+        process = PROCESS.get()
+        clock = self.clocks.of(None if process is None else process.name)
+        return self.selector.now if clock is None else clock.local(self.selector.now)
+
+    # -- timers on a host's clock ---------------------------------------------------------
+
+    def _clock_of(self, context: Any) -> tuple[str | None, HostClock | None]:
+        """The host whose clock a timer of ``context`` (None: the current one) runs on."""
+        process = PROCESS.get() if context is None else context.get(PROCESS)
+        host = None if process is None else process.name
+        return host, self.clocks.of(host)
+
+    def call_later(  # type: ignore[override]
+        self, delay: float, callback: Callable[..., object], *args: Any, context: Any = None
+    ) -> asyncio.TimerHandle:
+        """``callback`` once ``delay`` seconds passed on the clock of the process it is
+        for (``context``'s, else the current one's)."""
+        _, clock = self._clock_of(context)
+        now = self.selector.now if clock is None else clock.local(self.selector.now)
+        return self.call_at(now + delay, callback, *args, context=context)
+
+    def call_at(  # type: ignore[override]
+        self, when: float, callback: Callable[..., object], *args: Any, context: Any = None
+    ) -> asyncio.TimerHandle:
+        """``callback`` once the clock of the process it is for reads ``when``."""
+        host, clock = self._clock_of(context)
+        if clock is None:
+            return super().call_at(when, callback, *args, context=context)
+        timer = super().call_at(clock.simulated(when), callback, *args, context=context)
+        self._local_timers[timer] = (host, when)
+        return timer
+
+    def jump_clock(self, host: str, seconds: float) -> None:
+        """``host``'s clock jumps ``seconds`` forward: its timers fire by its new time."""
+        self.clocks.jump(host, seconds, self.selector.now)
+        self._rearm(host)
+
+    def drift_clock(self, host: str, rate: float) -> None:
+        """``host``'s clock runs at ``rate`` from now on."""
+        self.clocks.drift(host, rate, self.selector.now)
+        self._rearm(host)
+
+    def _rearm(self, host: str) -> None:
+        clock = self.clocks.of(host)
+        assert clock is not None
+        scheduled: list[asyncio.TimerHandle] = self._scheduled  # type: ignore[attr-defined]
+        for timer in scheduled:
+            found = self._local_timers.get(timer)
+            if found is None and _host_of(timer) == host:  # (armed before its clock moved)
+                found = self._local_timers[timer] = (host, timer.when())
+            if found is not None and found[0] == host:
+                # (asyncio's own field: the timer is the object its owner may cancel)
+                timer._when = clock.simulated(found[1])  # type: ignore[attr-defined]
+        heapq.heapify(scheduled)
 
     def _host(self) -> str:
         """The host of the process running now (the loop's own outside any)."""
@@ -297,6 +364,13 @@ class SimLoop(asyncio.SelectorEventLoop):
         if sock is None:
             sock = self.network.listen(self._host() if host in (None, "") else str(host), port or 0)
         return await super().create_server(protocol_factory, sock=sock, **kwargs)
+
+
+def _host_of(handle: asyncio.Handle) -> str | None:
+    """The host of the process a callback is for (None: the simulation's own)."""
+    context = getattr(handle, "_context", None)
+    process = None if context is None else context.get(PROCESS)
+    return None if process is None else process.name
 
 
 def _is_task_step(handle: asyncio.Handle) -> bool:

@@ -15,6 +15,9 @@ and a length; each ends by itself (a timer heals it). Of a single server target:
   (:meth:`~tenure.testing.sim._disk.SimDisk.lose_power`);
 * ``pause-server``, ``pause-client``: a process stopped (SIGSTOP, a GC pause), at times
   past the sessions' recovery window, then resumed;
+* ``clock``: a host's clock (the server's or a client's) jumps forward, up to twice
+  the recovery window, or runs at another rate for good, within
+  :data:`~tenure.testing.sim._clocks.MAX_DRIFT` (:mod:`tenure.testing.sim._clocks`);
 * ``crash-client``: a client killed (its holds stay until its session expires) and
   started again after a while as a new worker of the workload.
 
@@ -29,6 +32,7 @@ import contextvars
 import random
 from typing import TYPE_CHECKING, Final
 
+from tenure.testing.sim._clocks import MAX_DRIFT
 from tenure.testing.sim._server import RestartError, SimServer
 from tenure.testing.sim._workload import WINDOW, SimClients, SimNotes, client_host
 
@@ -40,7 +44,7 @@ __all__ = ["FAULTS", "Nemesis"]
 #: Each fault and its weight.
 FAULTS: Final = {
     "cut": 3, "reset": 2, "slow": 2, "crash": 1, "power": 1, "pause-server": 2,
-    "pause-client": 2, "crash-client": 1,
+    "pause-client": 2, "crash-client": 1, "clock": 1,
 }  # fmt: skip
 #: Seconds between two faults, at random between the two.
 GAP: Final = (0.5, 4.0)
@@ -81,7 +85,7 @@ class Nemesis:
         names, weights = list(self.faults), [FAULTS[name] for name in self.faults]
         while names:
             await asyncio.sleep(self.rng.uniform(*GAP))
-            if self.loop.time() >= until or self.broken is not None:
+            if self.loop.now() >= until or self.broken is not None:
                 return
             fault = self.rng.choices(names, weights)[0]
             length = self.rng.uniform(*LENGTH)
@@ -108,6 +112,12 @@ class Nemesis:
             for _ in range(self.rng.randrange(3)):
                 when = self.rng.uniform(0.0, length)
                 self._later(when, lambda: network.reset(client, self.server.host))
+        elif fault == "clock":
+            host = self.server.host if self.rng.random() < 0.3 else client
+            if self.rng.random() < 0.5:
+                self.loop.jump_clock(host, length)
+            else:
+                self.loop.drift_clock(host, 1 + self.rng.uniform(-MAX_DRIFT, MAX_DRIFT))
         elif fault == "crash-client":
             if number in self.clients.tasks:
                 self._paused.discard(client)

@@ -31,17 +31,35 @@ import socket
 import struct
 from collections import deque
 from collections.abc import Callable
-from typing import Final
+from typing import Any, Final, Protocol
 
 from tenure.testing.sim._sockets import WINDOW, Address, OneWay, SimSocket
 
-__all__ = ["FIRST_PORT", "SimNetwork"]
+__all__ = ["FIRST_PORT", "Scheduler", "SimNetwork"]
 
 #: The first port given to a connecting socket (listening ones name their own).
 FIRST_PORT: Final = 40_000
 #: The first number given to a simulated socket (above any descriptor of the process).
 FIRST_FD: Final = 1 << 20
 _LINGER_RESET: Final = struct.pack("ii", 1, 0)
+
+
+class Scheduler(Protocol):
+    """What the network needs of its loop (:class:`~tenure.testing.sim._loop.SimLoop`)."""
+
+    def now(self) -> float:
+        """Simulated time (not a host's clock)."""
+        ...
+
+    def is_closed(self) -> bool:
+        """Whether the loop was closed."""
+        ...
+
+    def call_at(
+        self, when: float, callback: Callable[..., object], *args: Any, context: Any = None
+    ) -> asyncio.TimerHandle:
+        """``callback`` at simulated time ``when`` (``context``: of no process)."""
+        ...
 
 
 class SimNetwork:
@@ -52,7 +70,7 @@ class SimNetwork:
 
     def __init__(
         self,
-        loop: asyncio.AbstractEventLoop,
+        loop: Scheduler,
         rng: random.Random,
         *,
         latency: float = 0.0002,
@@ -152,7 +170,7 @@ class SimNetwork:
         if direction in self._cut:
             self._held.setdefault(direction, deque()).append((sock, data))
             return
-        now = self.loop.time()
+        now = self.loop.now()  # (simulated time, not the sender's clock)
         when = now + self.latency + self.rng.uniform(0.0, self.jitter)
         when += self._slow.get(frozenset(direction), 0.0)
         when = max(when, self._last_arrival.get(sock.number, now))

@@ -151,8 +151,7 @@ class ProcessTable:
         # (what a dead process's cleanup raised concerns nobody)
         with contextlib.suppress(BaseException):
             coro.close()
-        task._log_destroy_pending = False  # type: ignore[attr-defined]
-        self.graveyard.append(task)
+        self.graveyard.append(task)  # (its collection's "destroyed pending" is expected)
 
     def keep(self, handle: asyncio.Handle) -> bool:
         """Whether ``handle`` may go to the ready queue now (else it was held or dropped)."""

@@ -158,7 +158,7 @@ def _run(options: SimOptions, work_dir: Path) -> SimResult:
         options,
         digest.hexdigest(),
         verdicts,
-        loop.time(),
+        loop.now(),
         time.process_time() - started,
         ended.faults,
     )
@@ -187,13 +187,13 @@ async def _main(
     clients.start()
     rng = random.Random(f"{options.seed}-nemesis")
     nemesis = Nemesis(loop, rng, server, clients, notes, options.faults)
-    end = loop.time() + options.minutes * 60
+    end = loop.now() + options.minutes * 60
     try:
         await nemesis.run(end - QUIET)
         await nemesis.heal()
         if nemesis.broken is None:
             notes.note("harness", "heal")
-            await asyncio.sleep(max(0.0, end - loop.time()))
+            await asyncio.sleep(max(0.0, end - loop.now()))
         notes.note("harness", "stop")
         stop.set()
         _, late = await asyncio.wait(clients.running(), timeout=STOP_WAIT)

@@ -67,7 +67,7 @@ class SimNotes:
     def note(self, process: str, kind: str, **fields: Any) -> None:
         """Record a note of ``kind`` by ``process``, now (unless :attr:`closed`)."""
         if not self.closed:
-            self.notes.append(SimNote(self.loop.time(), process, kind, fields))
+            self.notes.append(SimNote(self.loop.now(), process, kind, fields))
 
     def of(self, kind: str) -> list[SimNote]:
         """The notes of one kind."""
@@ -167,7 +167,7 @@ class SimClients:
         )  # fmt: skip
         books = self._books.get(generation)
         if books is None:
-            books = Books(self.out_dir, generation, lambda: round(self.loop.time() * 1e9))
+            books = Books(self.out_dir, generation, lambda: round(self.loop.now() * 1e9))
             self._books[generation] = books
         host = client_host(number)
         first = number == self.watchers  # (the first that operates pauses)
