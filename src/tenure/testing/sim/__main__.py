@@ -4,4 +4,5 @@ import sys
 
 from tenure.testing.sim._cli import main
 
-sys.exit(main())
+if __name__ == "__main__":  # (imported, as an install's check of its modules does: nothing)
+    sys.exit(main())
