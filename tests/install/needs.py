@@ -53,6 +53,8 @@ NEEDS: Final[Mapping[str, frozenset[str]]] = {
         "tenure.contrib.tooz": ("tooz",),
         # The conformance kit (pytest, pytest-asyncio, hypothesis).
         "tenure.testing.conformance": ("testing",),
+        # The simulation's model of etcd: aetcd's protocol definitions, grpc's codes.
+        "tenure.testing.sim.etcd": ("etcd",),
     }.items()
 }
 

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Final
@@ -75,6 +74,9 @@ class EtcdClientOptions:
     #: The largest answer the channel accepts, in bytes (0: gRPC's default, 4 MiB). A
     #: cluster's server reads its log in pages of many entries (tenure.server._cluster).
     max_receive: int = 0
+    #: Makes the channel to an endpoint, given (endpoint, gRPC channel options), in place
+    #: of grpc.aio's: the simulation's etcd (tenure.testing.sim). None: a real channel.
+    channel_factory: Callable[[str, list[tuple[str, str | int]]], Any] | None = None
 
 
 class EtcdClient:
@@ -105,7 +107,9 @@ class EtcdClient:
             options.append(("grpc.ssl_target_name_override", self.options.server_hostname))
         if self.options.max_receive:
             options.append(("grpc.max_receive_message_length", self.options.max_receive))
-        if self.options.credentials is None:
+        if self.options.channel_factory is not None:
+            self.channel = self.options.channel_factory(self.endpoint, options)
+        elif self.options.credentials is None:
             self.channel = grpc.aio.insecure_channel(self.endpoint, options=options)
         else:
             self.channel = grpc.aio.secure_channel(
@@ -146,7 +150,8 @@ class EtcdClient:
 
     async def call(self, make: Callable[[], Awaitable[Any]]) -> Any:
         """Run one unary call (``make`` starts it on the current stubs), failing over."""
-        generation, started = self.generation, time.monotonic()  # the loop's clock
+        # (the loop's clock: what the deadline is compared with in _again)
+        generation, started = self.generation, asyncio.get_running_loop().time()
         try:
             return await make()
         except grpc.aio.AioRpcError as error:
@@ -208,7 +213,7 @@ class EtcdClient:
         :meth:`call`, inlined: every acquire and release is one of these.
         """
         wait = self.options.request_timeout if timeout is None else timeout
-        generation, started = self.generation, time.monotonic()
+        generation, started = self.generation, asyncio.get_running_loop().time()
         try:
             return await self.kv.Txn(request, timeout=wait, metadata=self.metadata())
         except grpc.aio.AioRpcError as error:
