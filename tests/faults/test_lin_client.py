@@ -45,7 +45,7 @@ class StopAtPause(LoopPauses):
         super().__init__(config, recorder)
         self.server = server
 
-    def maybe(self, rng: random.Random, holder: str) -> None:
+    async def maybe(self, rng: random.Random, holder: str) -> None:
         self.server.proc.send_signal(signal.SIGSTOP)
 
 

@@ -26,7 +26,7 @@ FOUND_BY = {
     "stalled-release": (1, "linearizable:mutex"),
     "token-reset": (1, "linearizable:mutex"),
     "lost-swap": (1, "linearizable:register"),
-    "torn-record": (2, "restart"),
+    "torn-record": (8, "restart"),
 }
 
 

@@ -25,11 +25,12 @@ class LoopPauses:
         self.label = f"w{config.index}"
         self.last = now()
 
-    def maybe(self, rng: random.Random, holder: str) -> None:
-        """Block the whole loop (every client of the worker) if a pause is due."""
+    async def maybe(self, rng: random.Random, holder: str) -> None:
+        """Block the whole loop (every client of the worker) if a pause is due (a
+        coroutine only for the protocol's sake: it blocks, it does not wait)."""
         if self.every <= 0 or now() - self.last < self.every:
             return
         seconds = self.length + rng.uniform(0.5, 1.5)
         self.rec.note(self.label, "pause", holder=holder, seconds=seconds)
-        time.sleep(seconds)  # blocking on purpose: the process stands still
+        time.sleep(seconds)  # noqa: ASYNC251 (blocking on purpose: the process stands still)
         self.last = now()

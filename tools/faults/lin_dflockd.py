@@ -71,7 +71,7 @@ async def hold_through_dflockd(client: LinClient, session: tenure.Session) -> No
         token, seen = fence_from_token(lock.token), now_ns()
         client.books.record_at(seen, "mutex", "ok", process, "acquire", token, key)
         await asyncio.sleep(client.rng.uniform(*config.hold))
-        client.pauses.maybe(client.rng, client.label)
+        await client.pauses.maybe(client.rng, client.label)
         process = client.procs.current
         writer.invoke(process, "release", token, key)
         try:

@@ -303,7 +303,7 @@ class Visit:
             return False
         writer.ok(process, "acquire", token, key)
         await asyncio.sleep(rng.uniform(*self.config.hold))
-        self.client.pauses.maybe(rng, self.client.label)
+        await self.client.pauses.maybe(rng, self.client.label)
         return await self._release(key, token, session_id, asked)
 
     async def _release(self, key: str, token: int, session_id: int | None, confirmed: int) -> bool:

@@ -40,7 +40,7 @@ from typing import Any, Final
 
 from tenure.testing.sim._clocks import Clocks, HostClock
 from tenure.testing.sim._network import SimNetwork
-from tenure.testing.sim._processes import PROCESS, HeldReady, ProcessTable
+from tenure.testing.sim._processes import PROCESS, HeldReady, ProcessTable, SimProcess
 from tenure.testing.sim._sockets import SimSocket
 
 __all__ = ["LIVELOCK_TURNS", "SimDeadlockError", "SimLivelockError", "SimLoop", "SimSelector"]
@@ -261,9 +261,19 @@ class SimLoop(asyncio.SelectorEventLoop):
 
     def crash(self, host: str) -> None:
         """Kill ``host``'s process: it never runs again, its connections are reset."""
-        self.processes.crash(self.processes.current[host])
+        self._crash(self.processes.current[host])
         self.network.crash(host)
         self._drop_transports(host)
+
+    def crash_all(self) -> None:
+        """Kill every process (a run that cannot go on: what spun stops with them)."""
+        for process in list(self.processes.alive()):
+            self._crash(process)
+
+    def _crash(self, process: SimProcess) -> None:
+        skipped = asyncio.Handle(_nothing, (), self)
+        skipped.cancel()  # (in the place of each of its callbacks already queued)
+        self.processes.crash(process, self._ready, skipped)
 
     def _drop_transports(self, host: str) -> None:
         """Forget the transports of ``host``'s sockets as a dead process's kernel does:
@@ -364,6 +374,10 @@ class SimLoop(asyncio.SelectorEventLoop):
         if sock is None:
             sock = self.network.listen(self._host() if host in (None, "") else str(host), port or 0)
         return await super().create_server(protocol_factory, sock=sock, **kwargs)
+
+
+def _nothing() -> None:
+    """What a skipped callback would run (it never does: it is cancelled)."""
 
 
 def _host_of(handle: asyncio.Handle) -> str | None:

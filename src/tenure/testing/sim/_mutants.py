@@ -56,11 +56,11 @@ def _resent_update() -> list[Patch]:
 def _stalled_release() -> list[Patch]:
     def deadline_passed(original: Callable[[Any], bool]) -> Callable[[Any], bool]:
         def passed(self: Any) -> bool:
-            return self._session.ended is not None  # (the local deadline not asked)
+            return bool(self._signal.ended)  # (the local deadline not asked first)
 
         return passed
 
-    return [("tenure.backends._liveness.Liveness", "deadline_passed", deadline_passed)]
+    return [("tenure.client._session_holds.SessionHolds", "_deadline_passed", deadline_passed)]
 
 
 def _token_reset() -> list[Patch]:

@@ -124,11 +124,20 @@ class ProcessTable:
             if not handle.cancelled():
                 ready.append(handle)
 
-    def crash(self, process: SimProcess) -> None:
-        """``process`` never runs again (module docstring)."""
+    def crash(
+        self, process: SimProcess, ready: deque[asyncio.Handle], skipped: asyncio.Handle
+    ) -> None:
+        """``process`` never runs again (module docstring): what of it is in ``ready``
+        (the loop's queue, maybe half run this turn) is put in the graveyard, each in
+        its place ``skipped``, a cancelled callback that the loop passes over (the queue
+        keeps its length: the loop counted it)."""
         self.crashed.add(process)
         self.paused.discard(process)
         self.graveyard += self.held.pop(process, [])
+        for place, handle in enumerate(ready):
+            if process_of(handle) is process:
+                self.graveyard.append(handle)
+                ready[place] = skipped
 
     def forget_the_dead(self) -> None:
         """Let what crashed processes left be collected (the run is over): a coroutine
@@ -148,9 +157,12 @@ class ProcessTable:
         blocks run while the loop is open (what they schedule is dropped), not when
         the collector finds it, after the run."""
         coro = task.get_coro()
-        # (what a dead process's cleanup raised concerns nobody)
+        # In its process's context: what its finally blocks schedule is dropped (it is
+        # dead); what they raise concerns nobody.
+        context = contextvars.copy_context()
+        context.run(PROCESS.set, self._tasks.get(task))
         with contextlib.suppress(BaseException):
-            coro.close()
+            context.run(coro.close)
         self.graveyard.append(task)  # (its collection's "destroyed pending" is expected)
 
     def keep(self, handle: asyncio.Handle) -> bool:

@@ -137,8 +137,7 @@ def _run(options: SimOptions, work_dir: Path) -> SimResult:
     except (SimDeadlockError, SimLivelockError) as error:
         notes.note("harness", "stuck", error=f"{type(error).__name__}: {error}")
         notes.closed = True
-        for process in list(loop.processes.alive()):
-            loop.processes.crash(process)  # (what spun stops with them)
+        loop.crash_all()  # (what spun stops with them)
     finally:
         notes.closed = True  # (what the ends of its processes say is not of the run)
         loop.run_until_complete(_end_every_task(loop))

@@ -3,7 +3,7 @@
 Each client is :class:`tenure.testing.workload.LinClient` (the fault suite's, the same
 steps and recording rules) in a simulated process of its own (host ``c<n>``): the
 network's faults and the nemesis's pauses reach each client alone. With three clients
-or more, the first is a :class:`~tenure.testing.workload.Watcher` instead: it watches a
+or more, the first is a :class:`~tenure.testing.workload.RegisterWatcher` instead: it watches a
 register, and what it saw is held to the registers' linearization. Its history goes
 to lincheck's files in the run's directory on the loop's clock; what is not an
 operation (a lost session, a pause, a client's error) to :class:`SimNotes`.
@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 import tenure
 from tenure.errors import AlreadyExistsError
-from tenure.testing.workload import Books, LinClient, LinConfig, Watcher
+from tenure.testing.workload import Books, LinClient, LinConfig, RegisterWatcher
 
 if TYPE_CHECKING:
     from tenure.testing.sim._loop import SimLoop
@@ -85,8 +85,9 @@ class SimPauses:
         self.notes = notes
         self.last = loop.time()
 
-    def maybe(self, rng: random.Random, holder: str) -> None:
-        """Stop the client's process now (from its next await) if a pause is due."""
+    async def maybe(self, rng: random.Random, holder: str) -> None:
+        """Stop the client's process here if a pause is due: it goes on from here once
+        resumed (what came due meanwhile, its deadline's timer, runs after it)."""
         if self.every <= 0 or self.loop.time() - self.last < self.every:
             return
         seconds = WINDOW + rng.uniform(0.5, 1.5)
@@ -95,6 +96,7 @@ class SimPauses:
         # (its own timer would be held back with it: the resumption is no process's)
         self.loop.call_later(seconds, self.loop.resume, self.host, context=contextvars.Context())
         self.last = self.loop.time() + seconds
+        await asyncio.sleep(0)  # (held from here until resumed)
 
 
 async def create_keys(url: str) -> None:
@@ -173,7 +175,7 @@ class SimClients:
         first = number == self.watchers  # (the first that operates pauses)
         pauses = SimPauses(self.loop, host, PAUSE_EVERY if first else 0.0, self.notes)
         runner = (
-            Watcher(config, number, books, self.notes)
+            RegisterWatcher(config, number, books, self.notes)
             if number < self.watchers
             else LinClient(config, number, books, pauses, self.notes)
         )

@@ -6,7 +6,7 @@ The fault suite's ``linearizable`` scenario runs it in worker processes against 
 servers; :mod:`tenure.testing.sim` runs it on simulated time. Its pieces:
 :class:`LinConfig` (what a worker is given), :class:`Books` (its lincheck files, on a
 clock it is given), :class:`LinClient` (one client's loop, :data:`STEPS`),
-:class:`Watcher` (one that watches a register), :func:`read_events` and
+:class:`RegisterWatcher` (one that watches a register), :func:`read_events` and
 :func:`close_holds` (a model's files as one history), :func:`watch_records` (the
 watchers' files as lincheck's watch records).
 """
@@ -35,7 +35,7 @@ from tenure.testing.workload._client import (
 )
 from tenure.testing.workload._config import LinConfig
 from tenure.testing.workload._merge import close_holds, read_events, watch_records
-from tenure.testing.workload._watcher import Watcher
+from tenure.testing.workload._watcher import RegisterWatcher
 
 __all__ = [
     "ANSWER_LOST",
@@ -53,7 +53,7 @@ __all__ = [
     "Pauses",
     "ProcessIds",
     "SessionGoneError",
-    "Watcher",
+    "RegisterWatcher",
     "Step",
     "close_holds",
     "model_file",

@@ -99,8 +99,9 @@ class Pauses(Protocol):
     of its clients holds (the fault suite blocks the worker's loop; the simulation
     pauses the simulated process)."""
 
-    def maybe(self, rng: random.Random, holder: str) -> None:
-        """Stand still now if a pause is due (``holder``: the client that holds)."""
+    async def maybe(self, rng: random.Random, holder: str) -> None:
+        """Stand still now if a pause is due (``holder``: the client that holds): the
+        client goes on after the pause, whatever else ran meanwhile."""
 
 
 class LinClient:
@@ -312,7 +313,7 @@ class LinClient:
         self.books.record_at(seen, "mutex", "ok", process, "acquire", lock.token, key)
         self._on_loss(lock, "mutex", "lost", key, lock.token, lock.token, seen)
         await asyncio.sleep(self.rng.uniform(*self.config.hold))
-        self.pauses.maybe(self.rng, self.label)
+        await self.pauses.maybe(self.rng, self.label)
         process = self.procs.current
         writer.invoke(process, "release", lock.token, key)
         try:

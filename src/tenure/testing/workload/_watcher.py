@@ -41,7 +41,7 @@ from tenure.testing.workload._config import LinConfig
 AGAIN: Final = (0.1, 0.4)
 
 
-class Watcher:
+class RegisterWatcher:
     """One watcher client (see the module docstring)."""
 
     def __init__(self, config: LinConfig, number: int, books: Books, recorder: Notes) -> None:
