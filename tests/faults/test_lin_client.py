@@ -19,13 +19,15 @@ from __future__ import annotations
 import json
 import random
 import signal
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 import tenure
-from tenure.testing.workload import Books, LinClient, LinConfig, model_file
+from tenure.testing.workload import Books, LinClient, LinConfig, Pauses, model_file
 from tests.server.wire import ServerProcess
 from tools.faults.history import Recorder, now_ns
 from tools.faults.lin_client import LoopPauses
@@ -68,66 +70,58 @@ def _ends(events: list[dict[str, Any]], f: str) -> list[str]:
     return [e["type"] for e in events if e["f"] == f and e["type"] != "invoke"]
 
 
-async def _session(client: tenure.Client) -> tenure.Session:
-    return await client.session(NODE, recovery_window=WINDOW)
-
-
-async def test_a_leave_answered_by_the_session_given_up_is_info(tmp_path: Path) -> None:
+@asynccontextmanager
+async def _client_on_a_server(
+    tmp_path: Path, pauses: Callable[[LinConfig, Recorder, ServerProcess], Pauses] | None = None
+) -> AsyncIterator[tuple[LinClient, tenure.Session, ServerProcess]]:
+    """A real server, its node, and one workload client with a session of :data:`WINDOW`
+    (``pauses``: the worker's pause hook, a blocking one by default); the client's files
+    are closed when the block ends, the server stopped."""
     with ServerProcess(tmp_path / "data", "--idle-timeout", "0") as server:
         config = _config(tmp_path, f"tenure://127.0.0.1:{server.port}")
         recorder = Recorder(tmp_path / "history.jsonl")
         books = Books(tmp_path, 0, now_ns)
-        lin = LinClient(config, 0, books, LoopPauses(config, recorder), recorder)
-        async with tenure.connect(config.doors[0]) as client:
-            await client.create_node(NODE)
-            session = await _session(client)
-            await lin.join_or_leave(session)  # joins id-0
-            assert "grp-0" in lin.members
-            server.proc.send_signal(signal.SIGSTOP)
-            try:
-                await lin.join_or_leave(session)  # leaves: answered by the session's end
-                assert session.lost_reason is not None
-            finally:
-                server.proc.send_signal(signal.SIGCONT)
-        books.close()
-        recorder.close()
+        hook = LoopPauses(config, recorder) if pauses is None else pauses(config, recorder, server)
+        lin = LinClient(config, 0, books, hook, recorder)
+        try:
+            async with tenure.connect(config.doors[0]) as client:
+                await client.create_node(NODE)
+                session = await client.session(NODE, recovery_window=WINDOW)
+                yield lin, session, server
+        finally:
+            books.close()
+            recorder.close()
+
+
+async def test_a_leave_answered_by_the_session_given_up_is_info(tmp_path: Path) -> None:
+    async with _client_on_a_server(tmp_path) as (lin, session, server):
+        await lin.join_or_leave(session)  # joins id-0
+        assert "grp-0" in lin.members
+        server.proc.send_signal(signal.SIGSTOP)
+        try:
+            await lin.join_or_leave(session)  # leaves: answered by the session's end
+            assert session.lost_reason is not None
+        finally:
+            server.proc.send_signal(signal.SIGCONT)
     assert _ends(_events(tmp_path, "membership"), "join") == ["ok"]
     assert _ends(_events(tmp_path, "membership"), "leave") == ["info"]
 
 
 async def test_a_leave_the_server_answered_is_ok(tmp_path: Path) -> None:
-    with ServerProcess(tmp_path / "data", "--idle-timeout", "0") as server:
-        config = _config(tmp_path, f"tenure://127.0.0.1:{server.port}")
-        recorder = Recorder(tmp_path / "history.jsonl")
-        books = Books(tmp_path, 0, now_ns)
-        lin = LinClient(config, 0, books, LoopPauses(config, recorder), recorder)
-        async with tenure.connect(config.doors[0]) as client:
-            await client.create_node(NODE)
-            session = await _session(client)
-            await lin.join_or_leave(session)
-            await lin.join_or_leave(session)
-            assert session.lost_reason is None
-        books.close()
-        recorder.close()
+    async with _client_on_a_server(tmp_path) as (lin, session, _):
+        await lin.join_or_leave(session)
+        await lin.join_or_leave(session)
+        assert session.lost_reason is None
     assert _ends(_events(tmp_path, "membership"), "leave") == ["ok"]
 
 
 async def test_a_release_answered_by_the_session_given_up_is_info(tmp_path: Path) -> None:
-    with ServerProcess(tmp_path / "data", "--idle-timeout", "0") as server:
-        config = _config(tmp_path, f"tenure://127.0.0.1:{server.port}")
-        recorder = Recorder(tmp_path / "history.jsonl")
-        books = Books(tmp_path, 0, now_ns)
-        lin = LinClient(config, 0, books, StopAtPause(config, recorder, server), recorder)
-        async with tenure.connect(config.doors[0]) as client:
-            await client.create_node(NODE)
-            session = await _session(client)
-            try:
-                await lin.hold_mutex(session)  # the server stopped between hold and release
-                assert session.lost_reason is not None
-            finally:
-                server.proc.send_signal(signal.SIGCONT)
-        books.close()
-        recorder.close()
+    async with _client_on_a_server(tmp_path, StopAtPause) as (lin, session, server):
+        try:
+            await lin.hold_mutex(session)  # the server stopped between hold and release
+            assert session.lost_reason is not None
+        finally:
+            server.proc.send_signal(signal.SIGCONT)
     events = _events(tmp_path, "mutex")
     assert _ends(events, "acquire") == ["ok"]
     assert _ends(events, "release") == ["info"]

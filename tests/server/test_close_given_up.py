@@ -21,7 +21,9 @@ import asyncio
 import contextlib
 import signal
 import threading
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -96,7 +98,22 @@ async def assert_closed_and_free(other: tenure.Client, session_id: int, held: in
     assert taken.token > held
 
 
-async def test_closing_the_client_closes_the_session_it_gave_up(tmp_path: Path) -> None:
+@dataclass
+class Holding:
+    """A server, another client of it, and a client whose session holds ``job``."""
+
+    server: ServerProcess
+    other: tenure.Client
+    client: tenure.Client
+    session: tenure.Session
+    lock: tenure.Lock
+    shard: Shard
+
+
+@asynccontextmanager
+async def holding(tmp_path: Path) -> AsyncIterator[Holding]:
+    """A :class:`Holding` (node ``n``; the holder's window :data:`WINDOW`, its close
+    bounded by :data:`WAIT`); the other client closed at the end, the server stopped."""
     with ServerProcess(tmp_path / "data", "--fsync", "off") as server:
         url = f"tenure://127.0.0.1:{server.port}"
         async with tenure.connect(url) as other:
@@ -104,16 +121,20 @@ async def test_closing_the_client_closes_the_session_it_gave_up(tmp_path: Path) 
             client = await tenure.connect(url, close_wait=WAIT)
             session = await client.session("n", recovery_window=WINDOW)
             lock = await session.mutex("job").lock()
-            shard = shard_of(client)
+            yield Holding(server, other, client, session, lock, shard_of(client))
 
-            async def given_up() -> None:
-                async with asyncio.timeout(WAIT):
-                    reason = await session.lost  # given up on the client's clock
-                assert isinstance(reason, SessionExpiredError)
-                assert not shard.link.connected  # nothing to close it on now
 
-            await close_while_stopped(server, shard, given_up, client.aclose)
-            await assert_closed_and_free(other, session.id, lock.token)
+async def test_closing_the_client_closes_the_session_it_gave_up(tmp_path: Path) -> None:
+    async with holding(tmp_path) as it:
+
+        async def given_up() -> None:
+            async with asyncio.timeout(WAIT):
+                reason = await it.session.lost  # given up on the client's clock
+            assert isinstance(reason, SessionExpiredError)
+            assert not it.shard.link.connected  # nothing to close it on now
+
+        await close_while_stopped(it.server, it.shard, given_up, it.client.aclose)
+        await assert_closed_and_free(it.other, it.session.id, it.lock.token)
 
 
 async def test_a_close_during_the_reconnection_that_closes_a_session_given_up_waits_for_it(
@@ -122,45 +143,38 @@ async def test_a_close_during_the_reconnection_that_closes_a_session_given_up_wa
     # The session given up is closed by the next connection's set-up (Shard.connected).
     # A client's close that began meanwhile found nothing left to close (that set-up
     # had taken it) and closed the link under it: the session was left to expire.
-    with ServerProcess(tmp_path / "data", "--fsync", "off") as server:
-        url = f"tenure://127.0.0.1:{server.port}"
-        async with tenure.connect(url) as other:
-            await other.create_node("n")
-            client = await tenure.connect(url, close_wait=WAIT)
-            session = await client.session("n", recovery_window=WINDOW)
-            lock = await session.mutex("job").lock()
-            shard = shard_of(client)
-            closing: list[asyncio.Future[None]] = []
-            close_all_began = asyncio.Event()
-            close_all = Shard._close_all
-            close_after_attach = Shard._close_after_attach
+    async with holding(tmp_path) as it:
+        closing: list[asyncio.Future[None]] = []
+        close_all_began = asyncio.Event()
+        close_all = Shard._close_all
+        close_after_attach = Shard._close_after_attach
 
-            async def noted_close_all(self: Shard) -> None:
-                close_all_began.set()
-                await close_all(self)
+        async def noted_close_all(self: Shard) -> None:
+            close_all_began.set()
+            await close_all(self)
 
-            async def close_begins_first(self: Shard, store: Any) -> None:
-                # The set-up is closing the session given up: the client's close begins.
-                closing.append(asyncio.ensure_future(client.aclose()))
-                async with asyncio.timeout(WAIT):
-                    await close_all_began.wait()
-                await close_after_attach(self, store)
-
-            monkeypatch.setattr(Shard, "_close_all", noted_close_all)
-            monkeypatch.setattr(Shard, "_close_after_attach", close_begins_first)
-            server.proc.send_signal(signal.SIGSTOP)
-            try:
-                async with asyncio.timeout(WAIT):
-                    await session.lost  # given up on the client's clock
-                assert not shard.link.connected
-            finally:
-                server.proc.send_signal(signal.SIGCONT)
-            with contextlib.suppress(TenureError):  # closed under it, or answered
-                await client.list_sessions("n")  # connects: the set-up closes the session
-            assert len(closing) == 1
+        async def close_begins_first(self: Shard, store: Any) -> None:
+            # The set-up is closing the session given up: the client's close begins.
+            closing.append(asyncio.ensure_future(it.client.aclose()))
             async with asyncio.timeout(WAIT):
-                await closing[0]
-            await assert_closed_and_free(other, session.id, lock.token)
+                await close_all_began.wait()
+            await close_after_attach(self, store)
+
+        monkeypatch.setattr(Shard, "_close_all", noted_close_all)
+        monkeypatch.setattr(Shard, "_close_after_attach", close_begins_first)
+        it.server.proc.send_signal(signal.SIGSTOP)
+        try:
+            async with asyncio.timeout(WAIT):
+                await it.session.lost  # given up on the client's clock
+            assert not it.shard.link.connected
+        finally:
+            it.server.proc.send_signal(signal.SIGCONT)
+        with contextlib.suppress(TenureError):  # closed under it, or answered
+            await it.client.list_sessions("n")  # connects: the set-up closes the session
+        assert len(closing) == 1
+        async with asyncio.timeout(WAIT):
+            await closing[0]
+        await assert_closed_and_free(it.other, it.session.id, it.lock.token)
 
 
 async def test_the_sync_face_closes_the_session_it_gave_up(tmp_path: Path) -> None:

@@ -81,14 +81,34 @@ def test_one_seed_gives_one_order_and_seeds_give_others() -> None:
     assert len(orders) > 10  # the order among ready tasks is the seed's
 
 
+Serve = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]
+
+
+async def _connected(
+    serve: Serve, port: int
+) -> tuple[asyncio.Server, asyncio.StreamReader, asyncio.StreamWriter]:
+    """A server on ``server:port`` that ``serve``-s each connection, and one connection
+    to it from the loop's own host."""
+    server = await asyncio.start_server(serve, "server", port)
+    reader, writer = await asyncio.open_connection("server", port)
+    return server, reader, writer
+
+
+async def _never_reads(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    """A peer that keeps the connection an hour and reads nothing."""
+    try:
+        await asyncio.sleep(3600)
+    finally:
+        writer.close()
+
+
 async def _echo(loop: SimLoop) -> tuple[bytes, float]:
     async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         writer.write(await reader.readexactly(5))
         await writer.drain()
         writer.close()
 
-    server = await asyncio.start_server(serve, "server", 7000)
-    reader, writer = await asyncio.open_connection("server", 7000)
+    server, reader, writer = await _connected(serve, 7000)
     sent = loop.time()
     writer.write(b"hello")
     answer = await reader.readexactly(5)
@@ -124,8 +144,7 @@ async def _cut_then_heal(loop: SimLoop) -> tuple[bool, bytes, float]:
         got.put_nowait(await reader.readexactly(4))
         writer.close()
 
-    server = await asyncio.start_server(serve, "server", 7001)
-    _, writer = await asyncio.open_connection("server", 7001)
+    server, _, writer = await _connected(serve, 7001)
     network.cut(loop.host, "server")
     writer.write(b"ping")
     await writer.drain()
@@ -153,14 +172,7 @@ def test_what_is_sent_across_a_cut_arrives_after_the_heal() -> None:
 
 
 async def _reset(loop: SimLoop) -> type[BaseException] | bytes:
-    async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        try:
-            await asyncio.sleep(3600)
-        finally:
-            writer.close()
-
-    server = await asyncio.start_server(serve, "server", 7002)
-    reader, writer = await asyncio.open_connection("server", 7002)
+    server, reader, writer = await _connected(_never_reads, 7002)
     writer.write(b"x")
     await writer.drain()
     assert loop.network.reset(loop.host, "server") == 1
@@ -180,15 +192,7 @@ def test_a_reset_fails_the_next_read() -> None:
 async def _not_reading(loop: SimLoop) -> int:
     """A server that never reads: the client's writes fill the window, then its
     transport's buffer, and drain() waits."""
-
-    async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        try:
-            await asyncio.sleep(3600)
-        finally:
-            writer.close()
-
-    server = await asyncio.start_server(serve, "server", 7003)
-    _, writer = await asyncio.open_connection("server", 7003)
+    server, _, writer = await _connected(_never_reads, 7003)
     written = 0
     try:
         async with asyncio.timeout(10):
