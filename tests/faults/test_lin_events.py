@@ -233,6 +233,26 @@ def test_a_hold_or_a_membership_left_open_gets_an_end_never_completed() -> None:
     assert check_events("membership", closed)[0] == []
 
 
+def test_a_join_never_answered_may_have_joined_and_may_end() -> None:
+    """Its client was killed while it was asked (the simulation's crash-client found it,
+    seed 3000): others are refused the id meanwhile, then get it once its session ends."""
+    joins = [
+        _event("w1c4.3", "invoke", "join", "g", "b", 1.0),  # never answered: killed
+        _event("w1c3", "invoke", "join", "g", "b", 2.0),
+        _event("w1c3", "fail", "join", "g", "b", 2.1),  # taken: the join took effect
+        _event("w1c3", "invoke", "members", "g", None, 3.0),
+        _event("w1c3", "ok", "members", "g", ["b"], 3.1),
+        _event("w1c5", "invoke", "join", "g", "b", 5.0),
+        _event("w1c5", "ok", "join", "g", "b", 5.1),  # its session expired: free again
+    ]
+    closed = close_holds("membership", joins)
+    assert sorted((e["process"], e["f"]) for e in closed if e not in joins) == [
+        ("w1c4/maybe-g-b", "leave"), ("w1c5/open-g-b", "leave"),  # (w1c5's: left open)
+    ]  # fmt: skip
+    assert check_events("membership", closed)[0] == []
+    assert check_events("membership", joins)[0][0].rule == "linearizable:membership"
+
+
 def test_the_search_bound_grows_with_the_history(monkeypatch: pytest.MonkeyPatch) -> None:
     """A long run's model gets more time than a short one's (check_lin.search_bound)."""
     bounds: list[float] = []

@@ -7,7 +7,8 @@ but invoked at the grant seen, so it sorts to its place), then **closed**
 client never recorded its end (its worker was stopped holding it, or its session ended
 untold) gets a ``lost`` invoked at its grant and never completed; a membership whose
 client never recorded its end, or a ``join`` whose outcome is unknown (it may have
-joined), gets a ``leave`` invoked at the join and never completed. Either may take
+joined: answered ``info``, or never answered, its client killed meanwhile), gets a
+``leave`` invoked at the join and never completed. Either may take
 effect any time after, or never (``info``): without it the model would keep the hold
 or the member for ever, though its session ended.
 """
@@ -80,6 +81,10 @@ def close_holds(model: str, events: list[dict[str, Any]]) -> list[dict[str, Any]
             added.append(_end(call, "leave", call["value"], "maybe"))
     for (_, _, value), opened in open_holds.items():
         added.append(_end(opened, end_fs[-1], value, "open"))
+    if model == "membership":  # a join never answered (its client was killed): as info
+        for call in invoked.values():
+            if call["f"] == grant_f:
+                added.append(_end(call, "leave", call["value"], "maybe"))
     merged = events + added
     merged.sort(key=lambda event: int(event["time"]))
     return merged
