@@ -24,6 +24,7 @@ import logging
 import random
 import tempfile
 import time
+import traceback
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -44,6 +45,8 @@ __all__ = ["QUIET", "TARGETS", "SimOptions", "SimResult", "run_seed"]
 TARGETS: Final = ("server",)
 #: Seconds at the end of a run with no fault, in which every client must progress.
 QUIET: Final = 15.0
+#: Frames an unhandled exception's verdict names (the innermost).
+UNHANDLED_FRAMES: Final = 6
 #: Seconds the clients are given to stop once told.
 STOP_WAIT: Final = 30.0
 
@@ -253,4 +256,10 @@ class _Unhandled:
         if message.startswith("Task was destroyed but it is pending"):
             return
         error = context.get("exception")
-        self.errors.append(f"{message}: {error!r}" if error is not None else message)
+        if error is None:
+            self.errors.append(message)
+            return
+        # Where it was raised (the last frames): a run seen once must say where to look.
+        frames = traceback.extract_tb(error.__traceback__)[-UNHANDLED_FRAMES:]
+        where = " < ".join(f"{Path(f.filename).name}:{f.lineno} {f.name}" for f in reversed(frames))
+        self.errors.append(f"{message}: {error!r} at {where}" if where else f"{message}: {error!r}")
