@@ -8,7 +8,10 @@ A simulated run must draw every number from its seed. tenure's code draws from:
 * :mod:`secrets` (session keys, claim ids, hand-off secrets) and :func:`os.urandom`
   (instance ids): replaced, for the run, by a generator of its seed;
 * its process-wide counters (:data:`COUNTERS`: the client's task numbers), which go on
-  from where the process's last run left them: started again for each run.
+  from where the process's last run left them: started again for each run;
+* the machine: a client tells the server its host name and process id (their bytes
+  differ from machine to machine, from process to process): in a run, its simulated
+  host's name and a number of its incarnation.
 
 And the cyclic garbage collector, which runs when allocations pass a count that
 depends on everything the process did before: what it finalizes (a transport closing
@@ -23,14 +26,17 @@ line fixes it, :mod:`tenure.testing.sim._cli`.)
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import gc
 import importlib
 import itertools
 import os
 import random
 import secrets
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any, Final
+
+from tenure.testing.sim._processes import PROCESS
 
 __all__ = ["COUNTERS", "GENERATORS", "seeded"]
 
@@ -43,6 +49,19 @@ GENERATORS: Final = (
 
 #: The process-wide counters: (module, attribute), each an ``itertools.count(1)``.
 COUNTERS: Final = (("tenure.client._caller", "_numbers"),)
+
+
+def _simulated_identity(real: Callable[[object], Any]) -> Callable[[object], Any]:
+    """``identity_of_this_process`` as the simulated process running it would say it."""
+
+    def identity(client_name: object) -> Any:
+        found = real(client_name)  # (its checks of the name)
+        process = PROCESS.get()
+        host = "sim" if process is None else process.name
+        pid = 0 if process is None else 1000 + process.incarnation
+        return dataclasses.replace(found, host=host, pid=pid)
+
+    return identity
 
 
 @contextlib.contextmanager
@@ -66,6 +85,10 @@ def seeded(seed: int) -> Iterator[None]:
     }
     for module, name in COUNTERS:
         replaced[(importlib.import_module(module), name)] = itertools.count(1)
+    listing = importlib.import_module("tenure.client._listing")
+    replaced[(listing, "identity_of_this_process")] = _simulated_identity(
+        listing.identity_of_this_process
+    )
     originals = {place: getattr(*place) for place in replaced}
     collecting = gc.isenabled()
     gc.collect()
