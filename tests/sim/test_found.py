@@ -11,6 +11,8 @@
    ever at 8.010678753 s (the loop's livelock guard stopped it). Fixed: a timer whose
    loop time has come is due (within ``DUE_WITHIN``), and heard time then reads at
    least its deadline.
+2. **A connection lost while the client set it up ended its reconnection task, on the
+   compiled build** (below).
 """
 
 from __future__ import annotations
@@ -61,3 +63,15 @@ def test_the_seed_that_found_it_holds() -> None:
     result = run_seed(SimOptions(4, minutes=1))
     assert result.ok, result.verdicts.violations
     assert result.verdicts.operations["mutex"] > 100  # (it ran: not cut short)
+
+
+def test_a_connection_lost_while_it_is_set_up_leaves_the_reconnection_running() -> None:
+    """2. The client's reconnection task ended with a TypeError on the compiled build
+    (the test command's 200 seeds, seed 147): in ``Link._set_up``, ``self._conn`` was
+    read after the re-attach's await as mypy had narrowed it (the connection just
+    assigned), and the connection lost meanwhile made it None. The pure build read None
+    and went on; the compiled one checked the read and raised, so the client stopped
+    reconnecting. (This run holds on the pure build either way: the compiled build's
+    run of the whole suite is what holds it.)"""
+    result = run_seed(SimOptions(147, minutes=0.5, clients=4))
+    assert result.ok, result.verdicts.violations

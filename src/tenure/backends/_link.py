@@ -347,7 +347,7 @@ class Link:
         self.welcome = welcome
         self.last_error = None
         conn.protocol.start(conn)
-        if self._conn is not conn:  # lost at once (what followed the Welcome said so)
+        if not self._still(conn):  # lost at once (what followed the Welcome said so)
             why = "closed at once" if self.last_error is None else describe_error(self.last_error)
             raise DisconnectedError(f"lost the connection to {endpoint}: {why}")
         try:
@@ -355,10 +355,18 @@ class Link:
         except BaseException as error:
             self.lost(conn, error)
             raise
-        if self._conn is conn:
+        if self._still(conn):
             self._ready.set()
             self._is_ready = True
             self.keepalive.welcomed(welcome.idle_timeout)
+
+    def _still(self, conn: LinkConnection) -> bool:
+        """Whether ``conn`` is still the link's connection (read in a call of its own:
+        after ``self._conn = conn`` mypy keeps ``_conn`` narrowed to it across the calls
+        that may lose it, and the compiled build checks each read against that: a read
+        of None raised TypeError in _set_up and ended the reconnection task, found by the
+        simulation, tests/sim/test_found.py)."""
+        return self._conn is conn
 
     async def _reconnect(self) -> None:
         delay = self.options.backoff_initial
