@@ -36,6 +36,7 @@ from tenure.testing.sim import SimLoop
 from tenure.testing.sim.etcd._keyspace import EtcdRpcError
 from tenure.testing.sim.etcd._store import SimEtcdStore
 from tenure.testing.sim.etcd._stubs import SimEtcd
+from tests.sim.test_sim_loop import run as run_on_a_loop
 
 T = TypeVar("T")
 ENDPOINTS = ("etcd-1:2379", "etcd-2:2379", "etcd-3:2379")
@@ -90,19 +91,7 @@ def run(seed: int, main: Callable[[SimLoop, SimEtcd, SimEtcdClient], Awaitable[T
             await client.close()
             etcd.close()
 
-    loop = SimLoop(seed)
-    try:
-        return loop.run_until_complete(body(loop))
-    finally:
-        loop.run_until_complete(_cancel_the_rest())
-        loop.close()
-
-
-async def _cancel_the_rest() -> None:
-    left = asyncio.all_tasks() - {asyncio.current_task()}
-    for task in left:
-        task.cancel()
-    await asyncio.gather(*left, return_exceptions=True)
+    return run_on_a_loop(seed, body)
 
 
 async def collect(watcher: Watcher, count: int, within: float = 30.0) -> tuple[list[Any], int]:
