@@ -121,8 +121,10 @@ class Reception:
         self.role = role
         self._stopping = stopping
         self._detach = detach
-        #: The connections served now: native ones and the accepted face's.
-        self.conns: set[Connection] = set()
+        #: The connections served now: native ones and the accepted face's, in the
+        #: order they came (a dict, not a set: a step down or a stop tells them in an
+        #: order that is the same in every run, which a simulated run's replay needs).
+        self.conns: dict[Connection, None] = {}
         #: Set while no connection is open.
         self.idle = asyncio.Event()
         self.idle.set()
@@ -296,7 +298,7 @@ class Reception:
         accepted: AcceptedProtocol,
     ) -> None:
         """Serve a connection of the main port: native, or the accepted face's."""
-        self.conns.add(conn)
+        self.conns[conn] = None
         self.idle.clear()
         self.gate.accepted(conn)
         kind = await accepted.kind
@@ -308,7 +310,7 @@ class Reception:
         if kind is Kind.OTHER and face is not None and not conn.closing:
             # From here the face's connection owns the streams: the native one must
             # not close them (it raced the face's last answer out of the door).
-            self.conns.discard(conn)
+            self.conns.pop(conn, None)
             self.gate.closed(conn)
             entry = conn.entry
             if entry is not None:
@@ -369,7 +371,7 @@ class Reception:
     ) -> None:
         writer.transport.set_write_buffer_limits(high=self.config.pause_unread)
         fconn = face.connect(reader, writer, peer)
-        self.conns.add(fconn)
+        self.conns[fconn] = None
         self.idle.clear()
         protocol, opened_at = face.protocol, asyncio.get_running_loop().time()
         fields = {"peer": peer, "protocol": protocol}
@@ -381,7 +383,7 @@ class Reception:
             # say, and what it releases on a close)
         finally:
             _log_closed(peer, protocol, opened_at)
-            self.conns.discard(fconn)
+            self.conns.pop(fconn, None)
             if not self.conns:
                 self.idle.set()
             self.out.finish(fconn)
@@ -389,7 +391,7 @@ class Reception:
     def _lost(self, conn: Conn) -> None:
         """The connection is over: detach the sessions it still owns, then close it."""
         _log_closed(conn.peer, "native", conn.opened_at)
-        self.conns.discard(conn)
+        self.conns.pop(conn, None)
         self.gate.closed(conn)
         if not self.conns:
             self.idle.set()

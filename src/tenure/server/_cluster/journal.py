@@ -28,7 +28,7 @@ from collections.abc import Callable
 from tenure._core import Command, Engine
 from tenure.server._cluster.appender import Appender
 from tenure.server._cluster.keys import Pointer
-from tenure.server._cluster.state_process import spawn
+from tenure.server._cluster.state_process import StateProcessStarter, spawn
 from tenure.server._cluster.store import ClusterStore
 from tenure.server._durability.records import command_record, resume_record, tick_record
 from tenure.server._durability.storage import FsyncMode, framed
@@ -51,9 +51,12 @@ class ClusterJournal:
         snapshot_every: int,
         cluster: str,
         max_nodes: int = 10_000,
+        start_process: StateProcessStarter = spawn,
     ) -> None:
         """``cluster``: the ``--cluster`` URL (the snapshots' process reads the state
-        there); ``max_nodes``: the server's."""
+        there); ``max_nodes``: the server's; ``start_process``: what starts that
+        process (:func:`~tenure.server._cluster.state_process.spawn`)."""
+        self.start_process = start_process
         self.store = store
         self.cluster = cluster
         self.max_nodes = max_nodes
@@ -144,7 +147,7 @@ class ClusterJournal:
         }
         process = None
         try:
-            process = await spawn(asked)
+            process = await self.start_process(asked)
             out, err = await process.communicate()
             if process.returncode != 0:
                 why = err.decode(errors="replace").strip() or f"exit code {process.returncode}"

@@ -52,6 +52,7 @@ from tenure.server._cluster.keys import ClusterKeys, LogEntry, ServerRecord
 from tenure.server._cluster.lease import MemberLease
 from tenure.server._cluster.lookout import Lookout
 from tenure.server._cluster.role import ClusterRole
+from tenure.server._cluster.state_process import StateProcessStarter, spawn
 from tenure.server._cluster.store import Appended, ClusterStore
 from tenure.server._config.cluster_url import ClusterUrl, without_secrets
 from tenure.server._config.serve_config import ServeConfig
@@ -91,7 +92,11 @@ class ClusterMember:
         endpoint: Endpoint | None,
         audit: AuditLog | None = None,
         version: str = "",
+        start_process: StateProcessStarter = spawn,
     ) -> None:
+        """``start_process``: what starts a leader's snapshot process
+        (:mod:`~tenure.server._cluster.state_process`; the simulation's runs in-process)."""
+        self.start_process = start_process
         self.config = config
         self.version = version  # the server's, stated in its backups
         self.audit = audit  # the audit log of every term's server (None: off)
@@ -267,6 +272,7 @@ class ClusterMember:
             snapshot_every=self.config.cluster_snapshot_every,
             cluster=self.config.cluster,
             max_nodes=self.config.max_nodes,
+            start_process=self.start_process,
         )
         metrics = self._metrics()
         if self.endpoint is not None:

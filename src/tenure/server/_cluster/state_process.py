@@ -38,13 +38,14 @@ import os
 import subprocess
 import sys
 import time
+from collections.abc import Awaitable, Callable
 from functools import partial
-from typing import IO, Any, BinaryIO, Final
+from typing import IO, Any, BinaryIO, Final, Protocol
 
 import msgpack
 
 from tenure._core.snapshot import dump
-from tenure._etcd.client import EtcdClient
+from tenure._etcd.client import EtcdClient, EtcdClientOptions
 from tenure._etcd.streams import WatchHub
 from tenure.server._cluster.follower import Follower
 from tenure.server._cluster.keys import ClusterKeys
@@ -53,17 +54,42 @@ from tenure.server._config.cluster_url import parse_cluster_url
 from tenure.server._durability.backup import BackupHeader, preamble
 from tenure.server._durability.journal import collector_paused
 
-__all__ = ["NICENESS", "Spawned", "main", "run", "spawn"]
+__all__ = ["NICENESS", "Spawned", "StateProcess", "StateProcessStarter", "main", "run", "spawn"]
 
 #: How much lower the process's CPU priority is than the leader's (``nice``).
 NICENESS: Final = 10
 
 
-async def run(asked: dict[str, Any], out: BinaryIO) -> dict[str, Any]:
+class StateProcess(Protocol):
+    """What a leader uses of a started state process (:class:`Spawned`, or the
+    simulation's in-process stand-in, :mod:`tenure.testing.sim`)."""
+
+    @property
+    def returncode(self) -> int | None:
+        """Its exit code (None: it still runs)."""
+        ...
+
+    def kill(self) -> None:
+        """End it now (nothing if it has exited already)."""
+        ...
+
+    async def communicate(self) -> tuple[bytes, bytes]:
+        """Its whole standard output and error, once it exited."""
+        ...
+
+
+#: What starts a state process told ``asked`` (module docstring): :func:`spawn`.
+StateProcessStarter = Callable[[dict[str, Any]], Awaitable[StateProcess]]
+
+
+async def run(
+    asked: dict[str, Any], out: BinaryIO, connection: EtcdClientOptions | None = None
+) -> dict[str, Any]:
     """Do what ``asked`` says (module docstring), writing a backup to ``out``; what
-    the process prints at its end (``last_token``, or ``pointer``)."""
+    the process prints at its end (``last_token``, or ``pointer``). ``connection``:
+    how to reach etcd, in place of the cluster URL's (the simulation's channels)."""
     url = parse_cluster_url(str(asked["cluster"]))
-    conn = EtcdClient(url.connection)
+    conn = EtcdClient(url.connection if connection is None else connection)
     try:
         await conn.authenticate()  # (with a user and password in the URL; else nothing)
         store = ClusterStore(conn, ClusterKeys.of(url.prefix, url.name))

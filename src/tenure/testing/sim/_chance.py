@@ -11,20 +11,24 @@ A simulated run must draw every number from its seed. tenure's code draws from:
   from where the process's last run left them: started again for each run;
 * the machine: a client tells the server its host name and process id (their bytes
   differ from machine to machine, from process to process): in a run, its simulated
-  host's name and a number of its incarnation.
+  host's name and a number of its incarnation;
+* the wall clock (:func:`time.time`: a cluster member's record, a claim's time): on
+  the simulated loop, the process's host's (:meth:`SimLoop.wall_time
+  <tenure.testing.sim._loop.SimLoop.wall_time>`).
 
 And the cyclic garbage collector, which runs when allocations pass a count that
 depends on everything the process did before: what it finalizes (a transport closing
 its socket) would happen at a different step of each run. It is off for the run (and
 collects before and after); reference counting frees the rest where the code does.
 
-:func:`seeded` does all three, and gives everything back when the run ends. (The
+:func:`seeded` does all of these, and gives everything back when the run ends. (The
 order of a set of strings or bytes also depends on ``PYTHONHASHSEED``: the command
 line fixes it, :mod:`tenure.testing.sim._cli`.)
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import dataclasses
 import gc
@@ -33,6 +37,7 @@ import itertools
 import os
 import random
 import secrets
+import time
 from collections.abc import Callable, Iterator
 from typing import Any, Final
 
@@ -64,6 +69,18 @@ def _simulated_identity(real: Callable[[object], Any]) -> Callable[[object], Any
     return identity
 
 
+def _simulated_wall(real: Callable[[], float]) -> Callable[[], float]:
+    """``time.time`` as the simulated process running it reads it (``real`` outside a
+    simulated loop)."""
+
+    def wall() -> float:
+        loop = asyncio._get_running_loop()
+        read: Callable[[], float] | None = getattr(loop, "wall_time", None)
+        return real() if read is None else read()
+
+    return wall
+
+
 @contextlib.contextmanager
 def seeded(seed: int) -> Iterator[None]:
     """Draw every number of tenure's code from ``seed`` until the block ends."""
@@ -82,6 +99,7 @@ def seeded(seed: int) -> Iterator[None]:
         (secrets, "randbits"): chance.getrandbits,
         (secrets, "randbelow"): lambda n: chance.randrange(n),
         (os, "urandom"): chance.randbytes,
+        (time, "time"): _simulated_wall(time.time),
     }
     for module, name in COUNTERS:
         replaced[(importlib.import_module(module), name)] = itertools.count(1)
@@ -102,6 +120,7 @@ def seeded(seed: int) -> Iterator[None]:
             setattr(owner, name, value)
         for generator, state in saved:
             generator.setstate(state)
+        gc.unfreeze()  # (what a cluster leader's takeover froze: gc.freeze)
         if collecting:
             gc.enable()
         gc.collect()

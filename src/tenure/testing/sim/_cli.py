@@ -35,7 +35,7 @@ from typing import Final
 
 from tenure._build import build
 from tenure.testing.sim._mutants import MUTANTS
-from tenure.testing.sim._nemesis import FAULTS
+from tenure.testing.sim._nemesis import FAULTS_OF
 from tenure.testing.sim._run import TARGETS, SimOptions, SimResult, run_seed
 from tenure.testing.sim._shrink import shrink
 
@@ -85,9 +85,11 @@ def _parser() -> argparse.ArgumentParser:
         "--minutes", type=float, default=1.0, help="simulated minutes per run (default 1)"
     )
     parser.add_argument("--clients", type=int, default=8, help="clients per run (default 8)")
+    every = "; ".join(f"{target}: {','.join(FAULTS_OF[target])}" for target in TARGETS)
     parser.add_argument(
-        "--faults", default=",".join(FAULTS),
-        help=f"the faults drawn, comma-separated, or none (default: {','.join(FAULTS)})",
+        "--faults", default=None,
+        help=f"the faults drawn, comma-separated, or none (default: every fault of the "
+        f"target: {every})",
     )  # fmt: skip
     parser.add_argument("--fsync", choices=("always", "batch", "off"), default="always")
     which = parser.add_mutually_exclusive_group()
@@ -99,10 +101,16 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _options(args: argparse.Namespace, parser: argparse.ArgumentParser) -> SimOptions:
-    faults = () if args.faults == "none" else tuple(f for f in args.faults.split(",") if f)
-    unknown = [f for f in faults if f not in FAULTS]
-    if unknown:
-        parser.error(f"no fault {unknown[0]!r} (one of {', '.join(FAULTS)}, or none)")
+    known = FAULTS_OF[args.target]
+    faults: tuple[str, ...] | None = None
+    if args.faults is not None:
+        faults = () if args.faults == "none" else tuple(f for f in args.faults.split(",") if f)
+        unknown = [f for f in faults if f not in known]
+        if unknown:
+            where = f"of --target {args.target}"
+            parser.error(f"no fault {unknown[0]!r} {where} (one of {', '.join(known)}, or none)")
+    if args.target == "cluster" and args.fsync != "always":
+        parser.error("--fsync is a single server's: a cluster's log is in etcd")
     if args.minutes < 0.5:
         parser.error("--minutes must be at least 0.5 (a run ends with 15 s of quiet)")
     if args.clients < 1:

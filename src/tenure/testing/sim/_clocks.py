@@ -22,7 +22,10 @@ import math
 from dataclasses import dataclass
 from typing import Final
 
-__all__ = ["MAX_DRIFT", "Clocks", "HostClock"]
+__all__ = ["EPOCH", "MAX_DRIFT", "Clocks", "HostClock"]
+
+#: The UNIX time at the simulation's start, as the hosts' wall clocks read it.
+EPOCH: Final = 1_800_000_000.0
 
 #: How far from 1 a host clock's rate may be drawn: two hosts' rates then differ by
 #: 1% at most, within the 2% the promise allows for rates and late timers together.

@@ -38,7 +38,7 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any, Final
 
-from tenure.testing.sim._clocks import Clocks, HostClock
+from tenure.testing.sim._clocks import EPOCH, Clocks, HostClock
 from tenure.testing.sim._network import SimNetwork
 from tenure.testing.sim._processes import PROCESS, HeldReady, ProcessTable, SimProcess
 from tenure.testing.sim._sockets import SimSocket
@@ -189,6 +189,11 @@ class SimLoop(asyncio.SelectorEventLoop):
         process = PROCESS.get()
         clock = self.clocks.of(None if process is None else process.name)
         return self.selector.now if clock is None else clock.local(self.selector.now)
+
+    def wall_time(self) -> float:
+        """The UNIX time of the process running now: :data:`~._clocks.EPOCH` plus its
+        host's clock (what ``time.time()`` reads in a run: :mod:`._chance`)."""
+        return EPOCH + self.time()
 
     # -- timers on a host's clock ---------------------------------------------------------
 

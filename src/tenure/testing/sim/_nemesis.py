@@ -1,25 +1,37 @@
 """The simulation's faults: drawn from the run's seed, one at a time, then healed.
 
-Every ``GAP`` seconds (drawn) the nemesis picks a fault among :data:`FAULTS` (weighted)
-and a length; each ends by itself (a timer heals it). Of a single server target:
+Every ``GAP`` seconds (drawn) the nemesis picks a fault among its target's (weighted:
+:data:`FAULTS` for a single server, :data:`CLUSTER_FAULTS` for a cluster) and a
+length; each ends by itself (a timer heals it). "A server" is the single server, or
+one of the cluster's members (its leader more often than not, where that matters):
 
-* ``cut``: a client and the server hear nothing from each other (both ways, or one);
-* ``reset``: every connection between a client and the server reset;
-* ``slow``: the link between a client and the server slow (tens to hundreds of
+* ``cut``: a client and a server hear nothing from each other (both ways, or one);
+* ``reset``: every connection between a client and a server reset;
+* ``slow``: the link between a client and a server slow (tens to hundreds of
   milliseconds more each way), with its connections reset at times meanwhile: what
   was answered and not yet heard is lost;
-* ``crash``: the server killed (``kill -9``: what it had written stays) and started
-  again from its data directory after a while;
-* ``power``: the same with a power loss (``--fsync always``): its journal keeps what
-  its fsyncs made durable and a torn part of the rest
+* ``crash``: a server killed (``kill -9``: what it had written stays) and started
+  again after a while (a single server from its data directory, a member from etcd);
+* ``power``: the same with a power loss (a single server's ``--fsync always``): its
+  journal keeps what its fsyncs made durable and a torn part of the rest
   (:meth:`~tenure.testing.sim._disk.SimDisk.lose_power`);
 * ``pause-server``, ``pause-client``: a process stopped (SIGSTOP, a GC pause), at times
-  past the sessions' recovery window, then resumed;
-* ``clock``: a host's clock (the server's or a client's) jumps forward, up to twice
+  past the sessions' recovery window (a member's: past its lease), then resumed;
+* ``clock``: a host's clock (a server's or a client's) jumps forward, up to twice
   the recovery window, or runs at another rate for good, within
   :data:`~tenure.testing.sim._clocks.MAX_DRIFT` (:mod:`tenure.testing.sim._clocks`);
 * ``crash-client``: a client killed (its holds stay until its session expires) and
-  started again after a while as a new worker of the workload.
+  started again after a while as a new worker of the workload;
+
+and of a cluster only:
+
+* ``cut-etcd``: a member and etcd hear nothing from each other (both ways, or one):
+  its calls' deadlines pass, its lease is not renewed, what was held arrives after
+  the heal (and is applied then);
+* ``slow-etcd``: the link between a member and etcd slow, its connections reset at
+  times (its calls under way fail, applied or not);
+* ``etcd``: etcd's own faults: a leader change (every stream broken, every lease
+  renewed), or the answers of its next calls lost after they were applied.
 
 :meth:`Nemesis.heal` ends whatever is under way (the run's quiet end): the cuts are
 healed, the paused resumed, a crashed server started.
@@ -30,22 +42,69 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import random
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Final, Protocol
 
 from tenure.testing.sim._clocks import MAX_DRIFT
-from tenure.testing.sim._server import RestartError, SimServer
+from tenure.testing.sim._server import RestartError
 from tenure.testing.sim._workload import WINDOW, SimClients, SimNotes, client_host
 
 if TYPE_CHECKING:
     from tenure.testing.sim._loop import SimLoop
 
-__all__ = ["FAULTS", "Nemesis"]
+__all__ = ["CLUSTER_FAULTS", "FAULTS", "FAULTS_OF", "Nemesis", "SimTarget"]
 
-#: Each fault and its weight.
+#: Each fault of a single server target and its weight.
 FAULTS: Final = {
     "cut": 3, "reset": 2, "slow": 2, "crash": 1, "power": 1, "pause-server": 2,
     "pause-client": 2, "crash-client": 1, "clock": 1,
 }  # fmt: skip
+#: Each fault of a cluster target and its weight.
+CLUSTER_FAULTS: Final = {
+    "cut": 3, "reset": 2, "slow": 1, "crash": 2, "pause-server": 2, "pause-client": 1,
+    "crash-client": 1, "clock": 1, "cut-etcd": 2, "slow-etcd": 1, "etcd": 1,
+}  # fmt: skip
+#: Each target's faults.
+FAULTS_OF: Final = {"server": FAULTS, "cluster": CLUSTER_FAULTS}
+#: How often a fault of "a server" picks the one that leads (if one does).
+LEADER_ODDS: Final = 0.6
+
+
+class SimTarget(Protocol):
+    """What the nemesis faults: the servers clients talk to
+    (:class:`~tenure.testing.sim._server.SimServer`,
+    :class:`~tenure.testing.sim._cluster.SimCluster`)."""
+
+    #: Which target it is: ``server`` or ``cluster`` (:data:`FAULTS_OF`).
+    kind: str
+
+    @property
+    def hosts(self) -> list[str]:
+        """The servers' hosts."""
+        ...
+
+    def leaders(self) -> list[str]:
+        """The servers that lead now (a single server always does)."""
+        ...
+
+    def runs(self, host: str) -> bool:
+        """Whether ``host``'s server runs."""
+        ...
+
+    def kill(self, host: str, *, power: bool = False) -> tuple[int, int]:
+        """Kill ``host``'s server (``power``: a power loss too); the bytes of its
+        journal's tail kept and lost."""
+        ...
+
+    async def restart(self, host: str) -> None:
+        """Start ``host``'s server again (RestartError: it could not)."""
+        ...
+
+    def etcd_fault(self, rng: random.Random, host: str, fault: str, length: float) -> None:
+        """A fault of the cluster's etcd (``cut-etcd``, ``slow-etcd``, ``etcd``), healed
+        after ``length`` seconds where it lasts (a single server has none)."""
+        ...
+
+
 #: Seconds between two faults, at random between the two.
 GAP: Final = (0.5, 4.0)
 #: How long a fault lasts, in seconds, at random between the two (past the window
@@ -54,24 +113,28 @@ LENGTH: Final = (0.1, WINDOW * 2)
 
 
 class Nemesis:
-    """The faults of one run (module docstring), drawn from ``rng``."""
+    """The faults of one run (module docstring) on ``target``, drawn from ``rng``
+    among ``faults`` (None: every one the target has)."""
 
     def __init__(
         self,
         loop: SimLoop,
         rng: random.Random,
-        server: SimServer,
+        target: SimTarget,
         clients: SimClients,
         notes: SimNotes,
-        faults: tuple[str, ...] = tuple(FAULTS),
+        faults: tuple[str, ...] | None = None,
     ) -> None:
-        unknown = set(faults) - set(FAULTS)
+        self.weights = FAULTS_OF[target.kind]
+        faults = tuple(self.weights) if faults is None else faults
+        unknown = set(faults) - set(self.weights)
         if unknown:
-            raise ValueError(f"no fault {sorted(unknown)[0]!r} (one of {', '.join(FAULTS)})")
+            known = ", ".join(self.weights)
+            raise ValueError(f"no fault {sorted(unknown)[0]!r} (one of {known})")
         self.faults = faults
         self.loop = loop
         self.rng = rng
-        self.server = server
+        self.target = target
         self.clients = clients
         self.notes = notes
         self._paused: set[str] = set()
@@ -82,7 +145,8 @@ class Nemesis:
 
     async def run(self, until: float) -> None:
         """Make faults until ``until`` (simulated seconds), each healed in its time."""
-        names, weights = list(self.faults), [FAULTS[name] for name in self.faults]
+        names = list(self.faults)
+        weights = [self.weights[name] for name in names]
         while names:
             await asyncio.sleep(self.rng.uniform(*GAP))
             if self.loop.now() >= until or self.broken is not None:
@@ -92,28 +156,38 @@ class Nemesis:
             await self._make(fault, length)
             self.counts[fault] += 1
 
+    def _server(self) -> str:
+        """A server to fault: the leader more often than not (module docstring)."""
+        leaders = self.target.leaders()
+        if leaders and self.rng.random() < LEADER_ODDS:
+            return self.rng.choice(leaders)
+        return self.rng.choice(self.target.hosts)
+
     async def _make(self, fault: str, length: float) -> None:
         number = self.rng.randrange(self.clients.clients)
         client = client_host(number)
+        server = self._server()
         network = self.loop.network
-        self.notes.note("nemesis", fault, seconds=length, client=client)
+        self.notes.note("nemesis", fault, seconds=length, client=client, server=server)
         if fault == "cut":
             both = self.rng.random() < 0.5
-            host, other = (client, self.server.host)
+            host, other = (client, server)
             if not both and self.rng.random() < 0.5:
                 host, other = other, host
             network.cut(host, other, both=both)
             self._later(length, lambda: network.heal(host, other))
         elif fault == "reset":
-            network.reset(client, self.server.host)
+            network.reset(client, server)
         elif fault == "slow":
-            network.slow(client, self.server.host, self.rng.uniform(0.02, 0.5))
-            self._later(length, lambda: network.heal(client, self.server.host))
+            network.slow(client, server, self.rng.uniform(0.02, 0.5))
+            self._later(length, lambda: network.heal(client, server))
             for _ in range(self.rng.randrange(3)):
                 when = self.rng.uniform(0.0, length)
-                self._later(when, lambda: network.reset(client, self.server.host))
+                self._later(when, lambda: network.reset(client, server))
+        elif fault in ("cut-etcd", "slow-etcd", "etcd"):
+            self.target.etcd_fault(self.rng, server, fault, length)
         elif fault == "clock":
-            host = self.server.host if self.rng.random() < 0.3 else client
+            host = server if self.rng.random() < 0.3 else client
             if self.rng.random() < 0.5:
                 self.loop.jump_clock(host, length)
             else:
@@ -124,15 +198,16 @@ class Nemesis:
                 self.clients.crash(number)
                 self._later(length, lambda: self._restart(number))
         elif fault in ("crash", "power"):
-            if self.server.running:
-                kept, lost = self.server.crash(power=fault == "power")
+            if self.target.runs(server):
+                self._paused.discard(server)
+                kept, lost = self.target.kill(server, power=fault == "power")
                 if fault == "power":
                     self.notes.note("nemesis", "torn", kept=kept, lost=lost)
                 await asyncio.sleep(length)
-                await self._start()
+                await self._start(server)
         else:
-            host = self.server.host if fault == "pause-server" else client
-            if host == self.server.host and not self.server.running:
+            host = server if fault == "pause-server" else client
+            if host == server and not self.target.runs(server):
                 return
             if self.loop.processes.current[host] in self.loop.processes.paused:
                 return  # (paused already, by its own pauses)
@@ -140,10 +215,10 @@ class Nemesis:
             self.loop.pause(host)
             self._later(length, lambda: self._resume(host))
 
-    async def _start(self) -> None:
-        """Start the server again; one that cannot is a finding that ends the run."""
+    async def _start(self, host: str) -> None:
+        """Start a server again; one that cannot is a finding that ends the run."""
         try:
-            await self.server.start()
+            await self.target.restart(host)
         except RestartError as error:
             self.broken = str(error)
             self.notes.note("harness", "restart-failed", error=str(error))
@@ -166,7 +241,8 @@ class Nemesis:
         self.loop.network.heal()
         for host in sorted(self._paused):
             self._resume(host)
-        if not self.server.running and self.broken is None:
-            await self._start()
+        for host in self.target.hosts:
+            if not self.target.runs(host) and self.broken is None:
+                await self._start(host)
         for number in range(self.clients.clients):
             self._restart(number)

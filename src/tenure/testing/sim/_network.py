@@ -17,6 +17,10 @@ from the network's methods, so that a run's schedule decides them:
 * a socket closed with ``SO_LINGER`` 0 resets its connection too (the server's way of
   dropping a client that does not read, :func:`tenure.server._net.outbox.reset`).
 
+A modelled service with no sockets of its own (the simulated etcd, whose clients'
+calls are gRPC's) sends its messages through :meth:`SimNetwork.carry`: the cuts and
+slow links between its host and its clients' reach them too.
+
 Nothing here reads a clock or draws a number except through the loop and the
 network's own seeded :class:`random.Random`, so one seed gives one schedule.
 """
@@ -26,9 +30,11 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import errno
+import math
 import random
 import socket
 import struct
+import weakref
 from collections import deque
 from collections.abc import Callable
 from typing import Any, Final, Protocol
@@ -93,6 +99,13 @@ class SimNetwork:
         self._held: dict[tuple[str, str], deque[tuple[SimSocket, bytes | None]]] = {}
         #: The time of the latest arrival scheduled per sending socket (TCP's order).
         self._last_arrival: dict[int, float] = {}
+        #: What a modelled service sent that waits at a cut, per direction: (lane,
+        #: callback, its arguments), in the order sent (:meth:`carry`).
+        self._held_messages: dict[
+            tuple[str, str], deque[tuple[object, Callable[..., object], tuple[Any, ...]]]
+        ] = {}
+        #: The latest arrival scheduled per direction and lane (:meth:`carry`'s order).
+        self._lanes: dict[tuple[str, str], weakref.WeakKeyDictionary[object, float]] = {}
         self.connections: list[tuple[SimSocket, SimSocket]] = []
         #: Told the number of a socket whose readiness may have changed (the loop's
         #: selector looks only at those, and at those it found ready).
@@ -189,6 +202,34 @@ class SimNetwork:
         self.touch(sock.peer)  # (something to read)
         self.touch(sock)  # (less in flight: room to send)
 
+    def carry(
+        self,
+        source: str,
+        target: str,
+        lane: object | None,
+        when: float,
+        deliver: Callable[..., object],
+        *args: Any,
+    ) -> None:
+        """One message of a modelled service from host ``source`` to host ``target``:
+        ``deliver(*args)`` once it arrives, at ``when`` (simulated time: the service's
+        own latency drawn) plus a slow link's delay, and after every message before it
+        on ``lane`` (an object a stream's messages share, held weakly; None: none). At
+        a cut it waits, and leaves again at :meth:`heal`, after the network's latency.
+        It arrives in no process's context, as a socket's bytes do."""
+        direction = (source, target)
+        if direction in self._cut:
+            self._held_messages.setdefault(direction, deque()).append((lane, deliver, args))
+            return
+        when = max(when, self.loop.now()) + self._slow.get(frozenset(direction), 0.0)
+        if lane is not None:
+            lanes = self._lanes.setdefault(direction, weakref.WeakKeyDictionary())
+            last = lanes.get(lane)
+            if last is not None and when <= last:  # (strictly after: no tie in the heap)
+                when = math.nextafter(last, math.inf)
+            lanes[lane] = when
+        self.loop.call_at(when, deliver, *args, context=contextvars.Context())
+
     # -- ends -----------------------------------------------------------------------------
 
     def closed(self, sock: SimSocket) -> None:
@@ -273,3 +314,6 @@ class SimNetwork:
                 self._cut.discard(direction)
                 for sock, data in self._held.pop(direction, deque()):
                     self._send(sock, data)
+                for lane, deliver, args in self._held_messages.pop(direction, deque()):
+                    when = self.loop.now() + self.latency + self.rng.uniform(0.0, self.jitter)
+                    self.carry(*direction, lane, when, deliver, *args)

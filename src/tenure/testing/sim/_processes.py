@@ -146,6 +146,7 @@ class ProcessTable:
         with warnings.catch_warnings():
             warnings.filterwarnings("ignore", r"coroutine .* was never awaited", RuntimeWarning)
             self.graveyard.clear()
+            gc.unfreeze()  # (what a cluster leader's takeover froze: gc.freeze)
             gc.collect()
 
     def of_task(self, task: asyncio.Task[Any]) -> SimProcess | None:

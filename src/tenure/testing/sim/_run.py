@@ -1,12 +1,14 @@
 """One simulated run: a seed, a target and a length in; a history, its hash and the
 verdicts out.
 
-A run (:func:`run_seed`) on target ``server``: a tenure server (:class:`SimServer`), the
-node and registers made, :attr:`SimOptions.clients` clients of the linearizable
+A run (:func:`run_seed`) on target ``server``: a tenure server (:class:`SimServer`); on
+target ``cluster``: three members of a cluster over the simulated etcd
+(:class:`~tenure.testing.sim._cluster.SimCluster`, the ``etcd`` extra), once one leads.
+Then the node and registers made, :attr:`SimOptions.clients` clients of the linearizable
 workload (:mod:`tenure.testing.sim._workload`) for :attr:`SimOptions.minutes` of
 simulated time, the nemesis's faults (:mod:`tenure.testing.sim._nemesis`) all along
 but the last :data:`QUIET` seconds, when everything is healed and every client must
-make progress again. Then the clients stop, the server stops, and the history is
+make progress again. Then the clients stop, the servers are killed, and the history is
 judged (:mod:`tenure.testing.sim._verdicts`).
 
 The **history sha256** is that of every model's merged history (lincheck's events,
@@ -34,7 +36,7 @@ from tenure.server import FsyncMode
 from tenure.testing.sim._chance import seeded
 from tenure.testing.sim._loop import SimDeadlockError, SimLivelockError, SimLoop
 from tenure.testing.sim._mutants import planted
-from tenure.testing.sim._nemesis import FAULTS, Nemesis
+from tenure.testing.sim._nemesis import FAULTS, FAULTS_OF, Nemesis, SimTarget
 from tenure.testing.sim._server import SimServer
 from tenure.testing.sim._verdicts import Verdicts, judge, merged_histories, watched
 from tenure.testing.sim._workload import SimClients, SimNotes, create_keys
@@ -42,7 +44,9 @@ from tenure.testing.sim._workload import SimClients, SimNotes, create_keys
 __all__ = ["QUIET", "TARGETS", "SimOptions", "SimResult", "run_seed"]
 
 #: The targets a run can simulate.
-TARGETS: Final = ("server",)
+TARGETS: Final = ("server", "cluster")
+#: Simulated seconds a cluster is given to elect its first leader.
+FIRST_LEADER_WAIT: Final = 60.0
 #: Seconds at the end of a run with no fault, in which every client must progress.
 QUIET: Final = 15.0
 #: Frames an unhandled exception's verdict names (the innermost).
@@ -60,8 +64,9 @@ class SimOptions:
     #: Simulated minutes of workload (the quiet end included).
     minutes: float = 1.0
     clients: int = 8
-    #: The faults the nemesis draws from (:data:`~tenure.testing.sim._nemesis.FAULTS`).
-    faults: tuple[str, ...] = tuple(FAULTS)
+    #: The faults the nemesis draws from (None: every fault of the target,
+    #: :data:`~tenure.testing.sim._nemesis.FAULTS_OF`).
+    faults: tuple[str, ...] | None = None
     #: The server's ``--fsync`` (``always``: the simulated disk's fsyncs).
     fsync: str = "always"
     #: A bug put back for the run (:mod:`tenure.testing.sim._mutants`), or None.
@@ -74,13 +79,21 @@ class SimOptions:
             "--target", self.target,
             "--minutes", f"{self.minutes:g}", "--clients", str(self.clients),
         ]  # fmt: skip
-        if self.faults != tuple(FAULTS):
+        if self.faults is not None and self.faults != self.every_fault():
             words += ["--faults", ",".join(self.faults) or "none"]
         if self.fsync != "always":
             words += ["--fsync", self.fsync]
         if self.mutant:
             words += ["--mutant", self.mutant]
         return " ".join(words)
+
+    def every_fault(self) -> tuple[str, ...]:
+        """Every fault of the target."""
+        return tuple(FAULTS_OF.get(self.target, FAULTS))
+
+    def chosen_faults(self) -> tuple[str, ...]:
+        """The faults the nemesis draws from."""
+        return self.every_fault() if self.faults is None else self.faults
 
 
 @dataclass
@@ -181,14 +194,13 @@ async def _main(
 ) -> None:
     lin_dir = work_dir / "lin"
     lin_dir.mkdir(parents=True, exist_ok=True)
-    server = SimServer(loop, work_dir / "data", fsync=FsyncMode(options.fsync))
-    await server.start()
-    await create_keys(server.url)
+    target, url = await _start_target(loop, options, work_dir)
+    await create_keys(url)
     stop = asyncio.Event()
-    clients = SimClients(loop, server.url, lin_dir, options.seed, options.clients, notes, stop)
+    clients = SimClients(loop, url, lin_dir, options.seed, options.clients, notes, stop)
     clients.start()
     rng = random.Random(f"{options.seed}-nemesis")
-    nemesis = Nemesis(loop, rng, server, clients, notes, options.faults)
+    nemesis = Nemesis(loop, rng, target, clients, notes, options.chosen_faults())
     end = loop.now() + options.minutes * 60
     try:
         await nemesis.run(end - QUIET)
@@ -204,10 +216,31 @@ async def _main(
             task.cancel()
     finally:
         clients.close()
-        server.crash()  # (nothing of it is judged after the stop: no shutdown to run)
+        for host in target.hosts:  # (nothing of them is judged after the stop)
+            target.kill(host)
         ended.faults = nemesis.counts
         ended.operating = clients.operating()
         ended.dead = set(clients.dead)
+
+
+async def _start_target(
+    loop: SimLoop, options: SimOptions, work_dir: Path
+) -> tuple[SimTarget, str]:
+    """Start the run's servers; them, and the URL clients reach them at."""
+    if options.target == "server":
+        server = SimServer(loop, work_dir / "data", fsync=FsyncMode(options.fsync))
+        await server.start()
+        return server, server.url
+    from tenure.testing.sim._cluster import SimCluster  # (the etcd extra: only here)
+
+    cluster = SimCluster(loop, random.Random(f"{options.seed}-etcd"))
+    cluster.start()
+    async with asyncio.timeout(FIRST_LEADER_WAIT):
+        # (a member's role says nothing when it changes; a poll in simulated time
+        # costs a few turns of the loop)
+        while not cluster.leaders():  # noqa: ASYNC110
+            await asyncio.sleep(0.05)
+    return cluster, cluster.client_url
 
 
 @contextlib.contextmanager

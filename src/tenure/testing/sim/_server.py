@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, Final, cast
 from tenure.server import DataDir, FsyncMode, Journal, ServeConfig, Server, wal_host
 from tenure.server._reception import Sockets
 from tenure.server._server_host import server_host
+from tenure.testing.sim._clocks import EPOCH
 from tenure.testing.sim._disk import SimDisk
 
 if TYPE_CHECKING:
@@ -45,8 +46,6 @@ __all__ = ["SERVER_PORT", "RestartError", "SimServer"]
 
 #: The port the simulated server listens on.
 SERVER_PORT: Final = 7390
-#: The UNIX time at the simulation's start, as the server's wall clock reads it.
-EPOCH: Final = 1_800_000_000.0
 #: Records between two snapshots (``tenure serve``'s is 10,000: a run sees a few).
 COMPACT_EVERY: Final = 2_000
 
@@ -135,6 +134,35 @@ class SimServer:
             self.journal.data_dir.abort()
         self.server = self.journal = self.disk = None
         return torn
+
+    # -- what the nemesis faults (:class:`~tenure.testing.sim._nemesis.SimTarget`) -----
+
+    kind = "server"
+
+    @property
+    def hosts(self) -> list[str]:
+        """Its host, alone."""
+        return [self.host]
+
+    def leaders(self) -> list[str]:
+        """Its host, while it runs (a single server leads itself)."""
+        return [self.host] if self.running else []
+
+    def runs(self, host: str) -> bool:
+        """Whether it runs."""
+        return self.running
+
+    def kill(self, host: str, *, power: bool = False) -> tuple[int, int]:
+        """:meth:`crash`."""
+        return self.crash(power=power)
+
+    async def restart(self, host: str) -> None:
+        """:meth:`start`."""
+        await self.start()
+
+    def etcd_fault(self, rng: random.Random, host: str, fault: str, length: float) -> None:
+        """Nothing: a single server has no etcd (ValueError)."""
+        raise ValueError(f"a single server has no {fault!r} fault")
 
     async def stop(self) -> None:
         """Stop the server as SIGTERM does (the run's end)."""

@@ -57,8 +57,8 @@ def shrink(
         if still_fails(dataclasses.replace(best.options, clients=clients)):
             break
         clients *= 2
-    for fault in list(best.options.faults):
-        fewer = tuple(f for f in best.options.faults if f != fault)
+    for fault in list(best.options.chosen_faults()):
+        fewer = tuple(f for f in best.options.chosen_faults() if f != fault)
         still_fails(dataclasses.replace(best.options, faults=fewer))
     while best.options.minutes / 2 >= MIN_MINUTES:
         if not still_fails(dataclasses.replace(best.options, minutes=best.options.minutes / 2)):

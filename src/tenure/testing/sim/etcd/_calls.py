@@ -75,8 +75,12 @@ class SimChannel:
     """One client's channel to one ``endpoint`` of a cluster (module docstring);
     answers larger than ``max_receive`` bytes fail, as gRPC's receive limit does."""
 
-    def __init__(self, home: SimChannelHome, endpoint: str, max_receive: float) -> None:
+    def __init__(
+        self, home: SimChannelHome, endpoint: str, max_receive: float, host: str | None = None
+    ) -> None:
         self.home, self.endpoint, self.max_receive = home, endpoint, max_receive
+        #: The simulated host whose process made it (None: the simulation's own).
+        self.host = host
         self.closed = False
         self._calls: dict[SimUnaryCall | SimStreamCall, None] = {}  # open ones, in order
         self.kv = rpc_pb2_grpc.KVStub(self)
@@ -122,6 +126,10 @@ class SimChannel:
 
     def _untrack(self, call: SimUnaryCall | SimStreamCall) -> None:
         self._calls.pop(call, None)
+
+    def calls(self) -> list[SimUnaryCall | SimStreamCall]:
+        """Its calls still open, in the order they were made."""
+        return list(self._calls)
 
 
 class SimUnaryCall:

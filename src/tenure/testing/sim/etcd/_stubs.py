@@ -22,7 +22,16 @@ Faults, each a method, so that a run's schedule decides them:
   a unary call is applied but its caller gets UNAVAILABLE, and cannot tell;
 * :meth:`SimEtcd.leader_change`: every stream breaks ("etcdserver: no leader"), the
   raft term moves on, and every lease is renewed to its TTL plus the election
-  timeout, as a new leader's lessor does.
+  timeout, as a new leader's lessor does;
+* :meth:`SimEtcd.disconnect`: one host's connections reset (its process died, or
+  the link broke): its streams break, its calls under way fail UNAVAILABLE (those
+  that reached the cluster were applied all the same).
+
+Given a simulated ``network``, the cluster is its host :data:`ETCD_HOST` there, and
+every message between it and a client's host crosses the network
+(:meth:`~tenure.testing.sim._network.SimNetwork.carry`): a cut between a server and
+etcd holds their messages (a call's deadline passes; what was held arrives after the
+heal, and is applied then), a slow link delays them.
 
 etcd's timers run on the loop: a lease is revoked at the first tick of the lessor
 (every ``revoke_interval``, 500 ms) after its TTL ran out; watches from a passed
@@ -40,15 +49,18 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import hashlib
+import itertools
 import math
 import random
+import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 import grpc
 from aetcd.rpc import rpc_pb2
 
+from tenure.testing.sim._processes import PROCESS
 from tenure.testing.sim.etcd._calls import (
     MAX_RECEIVE,
     SimChannel,
@@ -59,7 +71,13 @@ from tenure.testing.sim.etcd._calls import (
 from tenure.testing.sim.etcd._keyspace import REQUEST_TOO_LARGE, EtcdRpcError
 from tenure.testing.sim.etcd._store import SimEtcdStore
 
-__all__ = ["GRPC_OVERHEAD", "MAX_REQUEST_BYTES", "SimEtcd"]
+if TYPE_CHECKING:
+    from tenure.testing.sim._network import SimNetwork
+
+__all__ = ["ETCD_HOST", "GRPC_OVERHEAD", "MAX_REQUEST_BYTES", "SimEtcd"]
+
+#: The cluster's host on the simulated network.
+ETCD_HOST: Final = "etcd"
 
 #: etcd's --max-request-bytes, and what its gRPC server takes above it.
 MAX_REQUEST_BYTES: Final = 1536 * 1024
@@ -109,8 +127,13 @@ class SimEtcd:
         progress_interval: float = 600.0,
         election_timeout: float = 1.0,
         max_request_bytes: int = MAX_REQUEST_BYTES,
+        network: SimNetwork | None = None,
     ) -> None:
         self.loop = asyncio.get_running_loop()
+        self.network = network
+        #: The channels made, by number, while they live (in the order made).
+        self._channels: weakref.WeakValueDictionary[int, SimChannel] = weakref.WeakValueDictionary()
+        self._channel_numbers = itertools.count()
         self.store = store = store if store is not None else SimEtcdStore()
         self.members = {endpoint: _member_id(endpoint) for endpoint in endpoints}
         self.rng = rng
@@ -152,7 +175,11 @@ class SimEtcd:
     def channel(self, endpoint: str, options: Sequence[tuple[str, Any]] = ()) -> SimChannel:
         """A channel to ``endpoint`` (``options``: grpc's; the receive limit is read)."""
         limit = int(dict(options).get("grpc.max_receive_message_length", MAX_RECEIVE))
-        return SimChannel(self, endpoint, limit if limit > 0 else math.inf)
+        process = PROCESS.get()
+        host = None if process is None else process.name
+        channel = SimChannel(self, endpoint, limit if limit > 0 else math.inf, host)
+        self._channels[next(self._channel_numbers)] = channel
+        return channel
 
     def is_up(self, endpoint: str) -> bool:
         """Whether ``endpoint`` is a member of the cluster and answers."""
@@ -167,6 +194,19 @@ class SimEtcd:
     def up(self, endpoint: str) -> None:
         """``endpoint`` answers again."""
         self._down.discard(endpoint)
+
+    def disconnect(self, host: str) -> None:
+        """``host``'s connections to the cluster reset (module docstring)."""
+        for channel in list(self._channels.values()):
+            if channel.host != host:
+                continue
+            for call in channel.calls():
+                if isinstance(call, SimUnaryCall):
+                    call.finish(None, rpc_error(_CODE.UNAVAILABLE, _RESET))
+                elif call in self._streams:
+                    self._break(self._streams[call], _CODE.UNAVAILABLE, _RESET)
+                else:
+                    call.end(_CODE.UNAVAILABLE, _RESET)
 
     def lose_next_answers(self, count: int = 1) -> None:
         """The next ``count`` unary calls applied lose their answers (module docstring)."""
@@ -199,10 +239,10 @@ class SimEtcd:
         """Carry ``call``'s request to its endpoint (the answer comes back the same way)."""
         when = self.now() + self._latency()
         if self.is_up(call.endpoint):
-            self._at(when, self._serve, call)
+            self._carry(call.channel.host, True, None, when, self._serve, call)
         else:
             error = rpc_error(_CODE.UNAVAILABLE, _REFUSED.format(call.endpoint))
-            self._at(when, call.finish, None, error)
+            self._carry(call.channel.host, False, None, when, call.finish, None, error)
 
     def _serve(self, call: SimUnaryCall) -> None:
         if not self.is_up(call.endpoint):  # down with the request on its way: not applied
@@ -216,7 +256,8 @@ class SimEtcd:
         self._changed()
         lost = self._lose > 0 or (self.loss > 0 and self.rng.random() < self.loss)
         self._lose = max(0, self._lose - 1)
-        self._at(self.now() + self._latency(), self._reply, call, answer, error, lost)
+        when = self.now() + self._latency()
+        self._carry(call.channel.host, False, None, when, self._reply, call, answer, error, lost)
 
     def _apply(self, method: str, data: bytes, endpoint: str) -> bytes:
         served = self._methods.get(method.removeprefix("/etcdserverpb."))
@@ -260,7 +301,8 @@ class SimEtcd:
             code, details = (_CODE.UNAVAILABLE, _REFUSED.format(call.endpoint))
             if kind is None:
                 code, details = (_CODE.UNIMPLEMENTED, f"{call.method} is not modelled by SimEtcd")
-            self._at(self.now() + self._latency(), call.end, code, details)
+            when = self.now() + self._latency()
+            self._carry(call.channel.host, False, None, when, call.end, code, details)
             return
         number = self.store.watches.open_stream() if kind == "watch" else 0
         self._streams[call] = served = _ServedStream(call, kind, number)
@@ -274,7 +316,7 @@ class SimEtcd:
         if served is None:
             return  # (never connected, or broken: its reader hears why)
         served.to_server = max(self.now() + self._latency(), served.to_server)
-        self._at(served.to_server, self._receive, served, data)
+        self._carry(call.channel.host, True, served, served.to_server, self._receive, served, data)
 
     def hang_up(self, call: SimStreamCall) -> None:
         """The client cancelled ``call``."""
@@ -299,7 +341,8 @@ class SimEtcd:
 
     def _to_client(self, served: _ServedStream, data: bytes | None) -> None:
         served.to_client = max(self.now() + self._latency(), served.to_client)
-        self._at(served.to_client, self._arrive, served, data)
+        host = served.call.channel.host
+        self._carry(host, False, served, served.to_client, self._arrive, served, data)
 
     def _arrive(self, served: _ServedStream, data: bytes | None) -> None:
         if not served.open:
@@ -334,6 +377,25 @@ class SimEtcd:
     def _at(self, when: float, callback: Callable[..., object], *args: Any) -> asyncio.TimerHandle:
         # (in no process's context: the cluster runs while its clients are paused)
         return self.loop.call_at(when, callback, *args, context=contextvars.Context())
+
+    def _carry(
+        self,
+        host: str | None,
+        to_cluster: bool,
+        lane: object | None,
+        when: float,
+        callback: Callable[..., object],
+        *args: Any,
+    ) -> None:
+        """A message between the cluster and a client on ``host`` (None: of no simulated
+        host), to the cluster or from it, over the network if there is one (module
+        docstring); ``lane``: the stream whose messages keep their order."""
+        if self.network is None or host is None:
+            self._at(when, callback, *args)
+        elif to_cluster:
+            self.network.carry(host, ETCD_HOST, lane, when, callback, *args)
+        else:
+            self.network.carry(ETCD_HOST, host, lane, when, callback, *args)
 
     def _latency(self) -> float:
         return self.latency + self.rng.uniform(0.0, self.jitter)
