@@ -1,7 +1,7 @@
 """``python -m tenure.testing.sim`` as a user runs it (scripts/sim runs the same in the
 checkout's venv), in child interpreters: one seed's hash on any interpreter, every
-mutant found, a failure shrunk to a witness that replays, and a few hundred seeds of
-the server target holding (issue 59; docs/testing.md)."""
+mutant found, a failure shrunk to a witness that replays, and seeds of each target
+holding (issue 59; docs/testing.md)."""
 
 from __future__ import annotations
 
@@ -14,19 +14,27 @@ from pathlib import Path
 
 import pytest
 
-from tenure.testing.sim._mutants import MUTANTS
+from tenure.testing.sim._mutants import MUTANT_TARGETS, MUTANTS
 
 pytestmark = pytest.mark.timeout(600)
 
-#: The seed that finds each mutant first (``scripts/sim --mutants`` prints them). A
-#: change that moves a schedule can move these: run it again and put its seeds here;
-#: a mutant that needs many more seeds than before is a weaker simulation.
+#: The target, the seed that finds each mutant first (``scripts/sim --mutants
+#: [--target cluster ...]`` prints them) and the rule it breaks. A change that moves a
+#: schedule can move these: run it again and put its seeds here; a mutant that needs
+#: many more seeds than before is a weaker simulation.
 FOUND_BY = {
-    "resent-update": (14, "linearizable:watch"),
-    "stalled-release": (1, "linearizable:mutex"),
-    "token-reset": (1, "linearizable:mutex"),
-    "lost-swap": (1, "linearizable:register"),
-    "torn-record": (8, "restart"),
+    "resent-update": ("server", 19, "linearizable:register"),
+    "stalled-release": ("server", 1, "linearizable:mutex"),
+    "token-reset": ("server", 1, "linearizable:mutex"),
+    "lost-swap": ("server", 1, "linearizable:register"),
+    "torn-record": ("server", 8, "restart"),
+    "failover-token-reset": ("cluster", 1, "linearizable:mutex"),
+    "unfenced-append": ("cluster", 40, "unhandled"),
+}
+#: The options of each target's runs here (a cluster's: as its mutants were sought).
+TARGET_ARGS = {
+    "server": (),
+    "cluster": ("--target", "cluster", "--minutes", "0.5", "--clients", "8"),
 }
 
 
@@ -42,6 +50,7 @@ def sim(*args: str, hash_seed: str = "0", cwd: Path | None = None) -> tuple[int,
 
 def test_every_mutant_has_its_seed() -> None:
     assert set(FOUND_BY) == set(MUTANTS)
+    assert all(target in MUTANT_TARGETS[name] for name, (target, _, _) in FOUND_BY.items())
 
 
 def test_a_seed_prints_one_hash_in_any_interpreter(tmp_path: Path) -> None:
@@ -59,8 +68,9 @@ def test_a_seed_prints_one_hash_in_any_interpreter(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("mutant", sorted(FOUND_BY))
 def test_each_mutant_is_found_by_its_seed(mutant: str, tmp_path: Path) -> None:
-    seed, rule = FOUND_BY[mutant]
-    status, out = sim("--seed", str(seed), "--mutant", mutant, "--no-shrink", cwd=tmp_path)
+    target, seed, rule = FOUND_BY[mutant]
+    args = ("--seed", str(seed), "--mutant", mutant, "--no-shrink", *TARGET_ARGS[target])
+    status, out = sim(*args, cwd=tmp_path)
     assert status == 1, out
     assert re.search(rf"^  {re.escape(rule)}: ", out, re.MULTILINE), out
     assert f"replay: python -m tenure.testing.sim --seed {seed} " in out
@@ -80,9 +90,19 @@ def test_a_failure_is_shrunk_to_a_witness_that_replays(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
-def test_a_few_hundred_seeds_of_the_server_hold(tmp_path: Path) -> None:
+def test_seeds_of_the_server_hold(tmp_path: Path) -> None:
     status, out = sim(
-        "--seeds", "200", "--minutes", "0.5", "--clients", "4", "--jobs", "2", cwd=tmp_path
+        "--seeds", "150", "--minutes", "0.5", "--clients", "4", "--jobs", "2", cwd=tmp_path
     )
     assert status == 0, out
-    assert "200 runs, 0 broke a rule" in out
+    assert "150 runs, 0 broke a rule" in out
+
+
+@pytest.mark.slow
+def test_seeds_of_the_cluster_hold(tmp_path: Path) -> None:
+    status, out = sim(
+        "--target", "cluster", "--seeds", "60", "--minutes", "0.5", "--clients", "4",
+        "--jobs", "2", cwd=tmp_path,
+    )  # fmt: skip
+    assert status == 0, out
+    assert "60 runs, 0 broke a rule" in out

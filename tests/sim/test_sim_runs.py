@@ -104,7 +104,7 @@ def test_a_shrink_keeps_the_smallest_run_that_breaks_the_same_rule() -> None:
     def run(options: SimOptions) -> SimResult:
         asked.append(options)
         # Breaks while there are 2 clients or more and a crash: other rules do not count.
-        if options.clients >= 2 and "crash" in options.faults:
+        if options.clients >= 2 and "crash" in options.chosen_faults():
             return _result(options, ["linearizable:mutex: not linearizable"])
         return _result(options, ["no-progress: w0c0"] if options.clients == 1 else [])
 

@@ -8,7 +8,8 @@
   (the machine's cores); a line per run that broke a rule, the first of them shrunk,
   and a summary (runs, CPU seconds, how much faster than real time per core).
 * ``--mutant NAME``: the runs with that bug put back
-  (:mod:`tenure.testing.sim._mutants`); ``--mutants``: every mutant, each over seeds
+  (:mod:`tenure.testing.sim._mutants`); ``--mutants``: every mutant of the
+  ``--target``, each over seeds
   S, S+1, ... until one finds it (at most ``--seeds``, 10,000 by default): exit 0
   when every mutant was found. Mutants run on tenure's pure build (a patch of a
   compiled module does not take): where the compiled one is installed, the command
@@ -34,7 +35,7 @@ from collections.abc import Iterator, Sequence
 from typing import Final
 
 from tenure._build import build
-from tenure.testing.sim._mutants import MUTANTS
+from tenure.testing.sim._mutants import MUTANT_TARGETS, MUTANTS
 from tenure.testing.sim._nemesis import FAULTS_OF
 from tenure.testing.sim._run import TARGETS, SimOptions, SimResult, run_seed
 from tenure.testing.sim._shrink import shrink
@@ -109,6 +110,9 @@ def _options(args: argparse.Namespace, parser: argparse.ArgumentParser) -> SimOp
         if unknown:
             where = f"of --target {args.target}"
             parser.error(f"no fault {unknown[0]!r} {where} (one of {', '.join(known)}, or none)")
+    if args.mutant is not None and args.target not in MUTANT_TARGETS[args.mutant]:
+        targets = " or ".join(MUTANT_TARGETS[args.mutant])
+        parser.error(f"mutant {args.mutant!r} runs on --target {targets}")
     if args.target == "cluster" and args.fsync != "always":
         parser.error("--fsync is a single server's: a cluster's log is in etcd")
     if args.minutes < 0.5:
@@ -237,6 +241,8 @@ def _many(options: SimOptions, count: int, jobs: int, *, shrinking: bool) -> int
 def _find_mutants(options: SimOptions, most: int, jobs: int) -> int:
     missed = []
     for name in MUTANTS:
+        if options.target not in MUTANT_TARGETS[name]:
+            continue
         started = time.monotonic()
         mutant = dataclasses.replace(options, mutant=name)
         tried = cpu = 0.0

@@ -23,6 +23,18 @@ others are bugs of the kinds a coordination service must never have:
   record cut short. Caught by ``restart`` (the server must start from what a crash
   left) or a model.
 
+And of a cluster (``--target cluster``):
+
+* ``failover-token-reset``: a member that takes the lead forgets the fencing counter
+  of the state it took over (from 0 again): a token not raised across a failover.
+  Caught by ``linearizable:mutex``.
+* ``unfenced-append``: a leader's append to the log puts its entry whatever is there:
+  neither the fence (the Txn's compare on its candidacy) nor the compare that the
+  entry's index is free. (The fence alone dropped is no bug: the index's compare keeps
+  a deposed leader's late entries from landing anywhere but next.) A deposed leader's
+  append held up on its way lands over its successor's entries. Caught by a model.
+:data:`MUTANT_TARGETS` says which targets each runs on (those its code runs in).
+
 A patch of a module mypyc compiled does not take: the command line runs mutants on
 tenure's pure build (:mod:`tenure.testing.sim._cli`).
 """
@@ -34,7 +46,7 @@ import importlib
 from collections.abc import Callable, Iterator
 from typing import Any, Final
 
-__all__ = ["MUTANTS", "planted"]
+__all__ = ["MUTANTS", "MUTANT_TARGETS", "planted"]
 
 #: A patch: (a module, class or dict by its dotted path; the attribute or key; the new
 #: value, made from the old one).
@@ -112,6 +124,34 @@ def _torn_record() -> list[Patch]:
     return [("tenure.server._durability.storage", "_read_records", read)]
 
 
+def _failover_token_reset() -> list[Patch]:
+    def resume(original: Callable[..., Any]) -> Callable[..., Any]:
+        def forgetting(engine: Any, now: float) -> Any:
+            found = original(engine, now)
+            engine.last_token = 0  # forgotten at the takeover
+            return found
+
+        return forgetting
+
+    return [("tenure.server._cluster.member", "resume", resume)]
+
+
+def _unfenced_append() -> list[Patch]:
+    from tenure._etcd.requests import put
+    from tenure.server._cluster.keys import encode
+    from tenure.server._cluster.store import APPEND_TIMEOUT, Appended
+
+    def append(original: Callable[..., Any]) -> Callable[..., Any]:
+        async def unfenced(self: Any, index: int, entry: Any, lease: int) -> Any:
+            key, value = self.keys.entry(index), encode(entry)
+            await self.conn.txn([], [put(key, value)], [], timeout=APPEND_TIMEOUT)
+            return Appended.DONE
+
+        return unfenced
+
+    return [("tenure.server._cluster.store.ClusterStore", "append", append)]
+
+
 #: Each mutant: what puts it in.
 MUTANTS: Final[dict[str, Callable[[], list[Patch]]]] = {
     "resent-update": _resent_update,
@@ -119,6 +159,18 @@ MUTANTS: Final[dict[str, Callable[[], list[Patch]]]] = {
     "token-reset": _token_reset,
     "lost-swap": _lost_swap,
     "torn-record": _torn_record,
+    "failover-token-reset": _failover_token_reset,
+    "unfenced-append": _unfenced_append,
+}
+#: The targets each mutant runs on (module docstring).
+MUTANT_TARGETS: Final[dict[str, tuple[str, ...]]] = {
+    "resent-update": ("server", "cluster"),
+    "stalled-release": ("server", "cluster"),
+    "token-reset": ("server",),
+    "lost-swap": ("server", "cluster"),
+    "torn-record": ("server",),
+    "failover-token-reset": ("cluster",),
+    "unfenced-append": ("cluster",),
 }
 
 

@@ -41,7 +41,7 @@ from tenure.testing.sim._server import SimServer
 from tenure.testing.sim._verdicts import Verdicts, judge, merged_histories, watched
 from tenure.testing.sim._workload import SimClients, SimNotes, create_keys
 
-__all__ = ["QUIET", "TARGETS", "SimOptions", "SimResult", "run_seed"]
+__all__ = ["QUIET", "TARGETS", "SimOptions", "SimResult", "end_every_task", "run_seed"]
 
 #: The targets a run can simulate.
 TARGETS: Final = ("server", "cluster")
@@ -137,6 +137,7 @@ def run_seed(options: SimOptions, work_dir: Path | None = None) -> SimResult:
     if work_dir is None:
         with tempfile.TemporaryDirectory(prefix="tenure-sim-") as tmp:
             return run_seed(options, Path(tmp))
+    work_dir.mkdir(parents=True, exist_ok=True)
     with seeded(options.seed), planted(options.mutant), _logs_kept(work_dir / "server.log"):
         return _run(options, work_dir)
 
@@ -156,7 +157,7 @@ def _run(options: SimOptions, work_dir: Path) -> SimResult:
         loop.crash_all()  # (what spun stops with them)
     finally:
         notes.closed = True  # (what the ends of its processes say is not of the run)
-        loop.run_until_complete(_end_every_task(loop))
+        loop.run_until_complete(end_every_task(loop))
         loop.close()
         loop.processes.forget_the_dead()
     histories = merged_histories(work_dir / "lin")
@@ -261,7 +262,7 @@ def _logs_kept(path: Path) -> Iterator[None]:
         handler.close()
 
 
-async def _end_every_task(loop: SimLoop) -> None:
+async def end_every_task(loop: SimLoop) -> None:
     """Cancel what is left running, and close the coroutines of crashed processes'
     tasks while the loop is open (what their ``finally`` blocks schedule is dropped:
     they are crashed; closed later, by the collector, they would call a closed loop)."""

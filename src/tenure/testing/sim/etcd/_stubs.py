@@ -54,7 +54,6 @@ import math
 import random
 import weakref
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
 import grpc
@@ -70,6 +69,7 @@ from tenure.testing.sim.etcd._calls import (
 )
 from tenure.testing.sim.etcd._keyspace import REQUEST_TOO_LARGE, EtcdRpcError
 from tenure.testing.sim.etcd._store import SimEtcdStore
+from tenure.testing.sim.etcd._streams_served import ServedStream, StreamsServed
 
 if TYPE_CHECKING:
     from tenure.testing.sim._network import SimNetwork
@@ -89,26 +89,9 @@ _REFUSED: Final = (
 )
 _RESET: Final = "Socket closed"
 _NO_LEADER: Final = "etcdserver: no leader"
-_STREAMS: Final = {
-    "/etcdserverpb.Watch/Watch": "watch",
-    "/etcdserverpb.Lease/LeaseKeepAlive": "keepalive",
-}
 
 
-@dataclass(eq=False)
-class _ServedStream:
-    """The cluster's end of one stream."""
-
-    call: SimStreamCall
-    kind: str  # "watch" or "keepalive"
-    number: int  # a watch stream's number in the store's watch table
-    open: bool = True
-    to_server: float = 0.0  # the last arrival scheduled each way (in order, as TCP's)
-    to_client: float = 0.0
-    ticker: asyncio.TimerHandle | None = None
-
-
-class SimEtcd:
+class SimEtcd(StreamsServed):
     """One simulated etcd cluster of ``endpoints`` on the running loop (module
     docstring); ``store`` its state (a new one if None). A
     :class:`~tenure.testing.sim.etcd._calls.SimChannelHome`."""
@@ -145,8 +128,8 @@ class SimEtcd:
         self.answers_lost = 0
         self._down: set[str] = set()
         self._lose = 0
-        self._streams: dict[SimStreamCall, _ServedStream] = {}  # the open ones, in order
-        self._watch_streams: dict[int, _ServedStream] = {}
+        self._streams: dict[SimStreamCall, ServedStream] = {}  # the open ones, in order
+        self._watch_streams: dict[int, ServedStream] = {}
         self._expiry: asyncio.TimerHandle | None = None
         self._expiry_at: float | None = None
         self._sync: asyncio.TimerHandle | None = None
@@ -291,86 +274,6 @@ class SimEtcd:
 
     def _ttl(self, request: Any) -> Any:
         return self.store.lease_time_to_live(request, self.now())
-
-    # -- streams ------------------------------------------------------------------------------
-
-    def open_stream(self, call: SimStreamCall) -> None:
-        """Open ``call``'s stream, or end it after a crossing: nobody answers there."""
-        kind = _STREAMS.get(call.method)
-        if kind is None or not self.is_up(call.endpoint):
-            code, details = (_CODE.UNAVAILABLE, _REFUSED.format(call.endpoint))
-            if kind is None:
-                code, details = (_CODE.UNIMPLEMENTED, f"{call.method} is not modelled by SimEtcd")
-            when = self.now() + self._latency()
-            self._carry(call.channel.host, False, None, when, call.end, code, details)
-            return
-        number = self.store.watches.open_stream() if kind == "watch" else 0
-        self._streams[call] = served = _ServedStream(call, kind, number)
-        if kind == "watch":
-            self._watch_streams[number] = served
-            served.ticker = self._at(self.now() + self.progress_interval, self._tick, served)
-
-    def to_server(self, call: SimStreamCall, data: bytes | None) -> None:
-        """Carry one message of ``call`` to the cluster, after those before it."""
-        served = self._streams.get(call)
-        if served is None:
-            return  # (never connected, or broken: its reader hears why)
-        served.to_server = max(self.now() + self._latency(), served.to_server)
-        self._carry(call.channel.host, True, served, served.to_server, self._receive, served, data)
-
-    def hang_up(self, call: SimStreamCall) -> None:
-        """The client cancelled ``call``."""
-        served = self._streams.get(call)
-        if served is not None:
-            self._close(served)
-
-    def _receive(self, served: _ServedStream, data: bytes | None) -> None:
-        if not served.open:
-            return
-        if served.kind == "keepalive":
-            if data is None:  # done writing: etcd's handler ends once it answered
-                self._to_client(served, None)
-                return
-            request = rpc_pb2.LeaseKeepAliveRequest.FromString(data)
-            response = self.store.lease_keepalive(request, self.now())
-            response.header.member_id = self.members[served.call.endpoint]
-            self._to_client(served, response.SerializeToString())
-        elif data is not None:  # (etcd keeps a watch stream open after the client's end)
-            self.store.watches.request(served.number, rpc_pb2.WatchRequest.FromString(data))
-        self._changed()
-
-    def _to_client(self, served: _ServedStream, data: bytes | None) -> None:
-        served.to_client = max(self.now() + self._latency(), served.to_client)
-        host = served.call.channel.host
-        self._carry(host, False, served, served.to_client, self._arrive, served, data)
-
-    def _arrive(self, served: _ServedStream, data: bytes | None) -> None:
-        if not served.open:
-            return  # lost with the stream
-        if data is not None:
-            served.call.deliver(data)
-            return
-        self._close(served)
-        served.call.end(_CODE.OK, "")
-
-    def _break(self, served: _ServedStream, code: grpc.StatusCode, details: str) -> None:
-        if served.open:
-            self._close(served)
-            served.call.end(code, details)
-
-    def _close(self, served: _ServedStream) -> None:
-        served.open = False
-        del self._streams[served.call]
-        if served.kind == "watch":
-            self.store.watches.close_stream(served.number)
-            del self._watch_streams[served.number]
-        if served.ticker is not None:
-            served.ticker.cancel()
-
-    def _tick(self, served: _ServedStream) -> None:
-        self.store.watches.progress_tick(served.number)
-        self._changed()
-        served.ticker = self._at(self.now() + self.progress_interval, self._tick, served)
 
     # -- etcd's timers ------------------------------------------------------------------------
 
