@@ -10,7 +10,9 @@ test_sim_cli.py.)"""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
+import math
 import random
 from collections.abc import Coroutine
 from pathlib import Path
@@ -18,7 +20,11 @@ from typing import Any, TypeVar
 
 import pytest
 
+import tenure
+from tenure.errors import TenureError
+from tenure.server._cluster.lease import MemberLease
 from tenure.testing.sim import SimLoop
+from tenure.testing.sim._chance import seeded
 from tenure.testing.sim._cli import EXIT_BAD_INPUT, main
 from tenure.testing.sim._cluster import LEASE_TTL, SimCluster
 from tenure.testing.sim._run import SimOptions, end_every_task, run_seed
@@ -41,13 +47,14 @@ def run_on_a_loop(loop: SimLoop, main: Coroutine[Any, Any, T]) -> T:
             unhandled.append(f"{message}: {context.get('exception')!r}")
 
     loop.set_exception_handler(handle)
-    try:
-        return loop.run_until_complete(main)
-    finally:
-        loop.run_until_complete(end_every_task(loop))
-        loop.close()
-        loop.processes.forget_the_dead()
-        assert not unhandled, unhandled
+    with seeded(loop.seed):  # (the collector off, and what crashed processes froze let go)
+        try:
+            return loop.run_until_complete(main)
+        finally:
+            loop.run_until_complete(end_every_task(loop))
+            loop.close()
+            loop.processes.forget_the_dead()
+            assert not unhandled, unhandled
 
 
 def test_a_cluster_seed_gives_one_history_and_every_rule_holds(tmp_path: Path) -> None:
@@ -155,3 +162,85 @@ def test_what_a_target_does_not_have_exits_2(
 ) -> None:
     assert main(argv) == EXIT_BAD_INPUT
     assert "error" in capsys.readouterr().err
+
+
+def _read_after_the_leader_is_cut_from_etcd(seed: int) -> tuple[bytes | str, bytes]:
+    """A client pinned to the leader writes ``0``; the leader is cut from etcd (its
+    clients still reach it); once a successor could lead, a client of the other members
+    writes ``1``; then the pinned client reads, through its session on the old leader.
+    What it read (or the error it got, by name), and what the other wrote."""
+    loop = SimLoop(seed, host="harness")
+    read: list[bytes | str] = []
+
+    async def main_() -> bytes:
+        cluster = SimCluster(loop, random.Random(seed))
+        cluster.start()
+        async with asyncio.timeout(60):
+            while not cluster.leaders():  # noqa: ASYNC110 (simulated time: a few turns)
+                await asyncio.sleep(0.05)
+        (leader,) = cluster.leaders()
+        others = ",".join(f"{host}:7390" for host in cluster.hosts if host != leader)
+        ready, cut_off, written = asyncio.Event(), asyncio.Event(), asyncio.Event()
+
+        async def pinned() -> None:
+            async with tenure.connect(f"tenure://{leader}:7390") as client:
+                await client.create_node("n")
+                session = await client.session("n")
+                await session.semaphore("r").create(limit=1, data=b"0")
+                ready.set()
+                await written.wait()
+                try:
+                    async with asyncio.timeout(30):
+                        read.append((await session.semaphore("r").describe()).data)
+                except (TenureError, TimeoutError) as error:
+                    read.append(type(error).__name__)
+                with contextlib.suppress(TenureError):  # (its server may have let it go)
+                    await session.close()
+
+        async def other() -> bytes:
+            await cut_off.wait()
+            async with (
+                tenure.connect(f"tenure://{others}") as client,
+                await client.session("n") as session,
+            ):
+                await session.semaphore("r").update(b"1")
+                found = await session.semaphore("r").describe()
+            written.set()
+            return found.data
+
+        a = loop.processes.spawn(loop.processes.new("ca"), pinned())
+        b = loop.processes.spawn(loop.processes.new("cb"), other())
+        await ready.wait()
+        loop.network.cut(leader, ETCD_HOST)
+        await asyncio.sleep(3 * LEASE_TTL)  # (its lease has run out in etcd: a successor)
+        cut_off.set()
+        wrote = await b
+        await a
+        cluster.close()
+        return wrote
+
+    wrote = run_on_a_loop(loop, main_())
+    return read[0], wrote
+
+
+def test_a_leader_cut_from_etcd_answers_no_read_its_successor_has_moved_past() -> None:
+    """A leader that lost etcd stops serving once its lease could have ended there
+    (docs/cluster.md): its client's read fails or reaches the successor, never the
+    value the successor's write replaced (etcd-io/etcd #20418's stale read)."""
+    read, wrote = _read_after_the_leader_is_cut_from_etcd(11)
+    assert wrote == b"1"
+    assert read != b"0"
+
+
+def test_the_same_read_is_stale_when_the_leader_ignores_its_lease(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The check above can fail: a leader that serves on until etcd says its lease is
+    gone (its deadline ignored) answers the read from the state its successor moved
+    past."""
+    monkeypatch.setattr(
+        MemberLease, "deadline", lambda self: -math.inf if self.lost.is_set() else math.inf
+    )
+    read, wrote = _read_after_the_leader_is_cut_from_etcd(11)
+    assert wrote == b"1"
+    assert read == b"0"

@@ -17,8 +17,9 @@ simulation differs from ``tenure serve --cluster``:
 * its wall clock is the simulation's (``EPOCH`` plus the host's clock:
   :mod:`tenure.testing.sim._chance`).
 
-Clients reach the service as the fault suite's do: every member a door
-(``tenure://t0:7390,t1:7390,t2:7390``); they find the leader and follow it.
+Clients reach the service as the fault suite's do (:attr:`SimCluster.doors`): through
+one member (``tenure://t1:7390``), or every one (``tenure://t0:7390,t1:7390,t2:7390``);
+they find the leader from there and follow it.
 """
 
 from __future__ import annotations
@@ -204,9 +205,12 @@ class SimCluster:
         return dataclasses.replace(url, connection=connection)
 
     @property
-    def client_url(self) -> str:
-        """Where clients reach the service: every member a door."""
-        return "tenure://" + ",".join(f"{m.name}:{MEMBER_PORT}" for m in self.members)
+    def doors(self) -> list[str]:
+        """Where clients reach the service, as the fault suite's workload gives them
+        (:class:`~tenure.testing.workload.LinConfig`): each member alone (a client
+        follows the leader it names), then every member."""
+        each = [f"tenure://{m.name}:{MEMBER_PORT}" for m in self.members]
+        return [*each, "tenure://" + ",".join(f"{m.name}:{MEMBER_PORT}" for m in self.members)]
 
     @property
     def hosts(self) -> list[str]:

@@ -51,6 +51,8 @@ FIRST_LEADER_WAIT: Final = 60.0
 QUIET: Final = 15.0
 #: Frames an unhandled exception's verdict names (the innermost).
 UNHANDLED_FRAMES: Final = 6
+#: Rounds of :func:`end_every_task` (each ends the tasks the last one's started).
+END_ROUNDS: Final = 10
 #: Seconds the clients are given to stop once told.
 STOP_WAIT: Final = 30.0
 
@@ -195,10 +197,10 @@ async def _main(
 ) -> None:
     lin_dir = work_dir / "lin"
     lin_dir.mkdir(parents=True, exist_ok=True)
-    target, url = await _start_target(loop, options, work_dir)
-    await create_keys(url)
+    target, doors = await _start_target(loop, options, work_dir)
+    await create_keys(doors[-1])
     stop = asyncio.Event()
-    clients = SimClients(loop, url, lin_dir, options.seed, options.clients, notes, stop)
+    clients = SimClients(loop, doors, lin_dir, options.seed, options.clients, notes, stop)
     clients.start()
     rng = random.Random(f"{options.seed}-nemesis")
     nemesis = Nemesis(loop, rng, target, clients, notes, options.chosen_faults())
@@ -226,12 +228,13 @@ async def _main(
 
 async def _start_target(
     loop: SimLoop, options: SimOptions, work_dir: Path
-) -> tuple[SimTarget, str]:
-    """Start the run's servers; them, and the URL clients reach them at."""
+) -> tuple[SimTarget, list[str]]:
+    """Start the run's servers; them, and the doors clients reach them through (the
+    last: every server)."""
     if options.target == "server":
         server = SimServer(loop, work_dir / "data", fsync=FsyncMode(options.fsync))
         await server.start()
-        return server, server.url
+        return server, [server.url]
     from tenure.testing.sim._cluster import SimCluster  # (the etcd extra: only here)
 
     cluster = SimCluster(loop, random.Random(f"{options.seed}-etcd"))
@@ -241,7 +244,7 @@ async def _start_target(
         # costs a few turns of the loop)
         while not cluster.leaders():  # noqa: ASYNC110
             await asyncio.sleep(0.05)
-    return cluster, cluster.client_url
+    return cluster, cluster.doors
 
 
 @contextlib.contextmanager
@@ -265,16 +268,23 @@ def _logs_kept(path: Path) -> Iterator[None]:
 async def end_every_task(loop: SimLoop) -> None:
     """Cancel what is left running, and close the coroutines of crashed processes'
     tasks while the loop is open (what their ``finally`` blocks schedule is dropped:
-    they are crashed; closed later, by the collector, they would call a closed loop)."""
-    left = [task for task in asyncio.all_tasks() if task is not asyncio.current_task()]
-    running = []
-    for task in left:
-        if loop.processes.of_task(task) in loop.processes.crashed:
-            loop.processes.bury(task)
-        else:
-            task.cancel()
-            running.append(task)
-    await asyncio.gather(*running, return_exceptions=True)
+    they are crashed; closed later, by the collector, they would call a closed loop).
+    A task that a cancelled one starts on its way out (a server's step down) is ended
+    the same way, in the next round (at most :data:`END_ROUNDS`)."""
+    ended: set[asyncio.Task[object]] = {asyncio.current_task()}  # type: ignore[arg-type]
+    for _ in range(END_ROUNDS):
+        left = [task for task in asyncio.all_tasks() if task not in ended]
+        if not left:
+            return
+        running = []
+        for task in left:
+            ended.add(task)
+            if loop.processes.of_task(task) in loop.processes.crashed:
+                loop.processes.bury(task)
+            else:
+                task.cancel()
+                running.append(task)
+        await asyncio.gather(*running, return_exceptions=True)
 
 
 class _Unhandled:

@@ -122,21 +122,23 @@ def client_host(number: int) -> str:
 
 class SimClients:
     """The run's clients, each in a process of its own (module docstring), until
-    ``stop``. A client killed (:meth:`crash`) is started again (:meth:`restart`) as a new
-    worker of the workload (``w<generation>c<n>``: its process ids are new, its files
-    its own), as a process restarted by its supervisor would be."""
+    ``stop``; each reaches the service through one of ``doors`` (a URL each:
+    :meth:`~tenure.testing.workload.LinConfig.door_of`). A client killed
+    (:meth:`crash`) is started again (:meth:`restart`) as a new worker of the workload
+    (``w<generation>c<n>``: its process ids are new, its files its own), as a process
+    restarted by its supervisor would be."""
 
     def __init__(
         self,
         loop: SimLoop,
-        url: str,
+        doors: list[str],
         out_dir: Path,
         seed: int,
         clients: int,
         notes: SimNotes,
         stop: asyncio.Event,
     ) -> None:
-        self.loop, self.url, self.out_dir, self.seed = loop, url, out_dir, seed
+        self.loop, self.doors, self.out_dir, self.seed = loop, doors, out_dir, seed
         self.clients, self.notes, self.stop = clients, notes, stop
         self.watchers = watchers(clients)
         self.tasks: dict[int, asyncio.Task[None]] = {}
@@ -162,7 +164,7 @@ class SimClients:
     def _start(self, number: int) -> None:
         generation = self.generation[number]
         config = LinConfig(
-            index=generation, doors=[self.url], node=NODE, clients=self.clients,
+            index=generation, doors=self.doors, node=NODE, clients=self.clients,
             out_dir=str(self.out_dir), history="", seed=self.seed, registers=REGISTERS,
             counters=COUNTERS, mutexes=MUTEXES, groups=GROUPS, member_ids=MEMBER_IDS,
             window=WINDOW, op_timeout=5.0, watchers=self.watchers,
