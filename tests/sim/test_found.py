@@ -27,6 +27,8 @@ from __future__ import annotations
 
 import asyncio
 
+import pytest
+
 from tenure.server._net.pauses import HeardClock, PauseWatch
 from tenure.testing.sim import SimLoop
 from tenure.testing.sim._run import SimOptions, run_seed
@@ -114,6 +116,7 @@ def test_a_timer_run_within_the_clocks_resolution_finds_its_time_come() -> None:
     assert turns <= 2
 
 
+@pytest.mark.slow  # (a cluster run of 8 clients: about 4 s)
 def test_the_cluster_seed_that_found_it_holds() -> None:
     result = run_seed(SimOptions(74, target="cluster", minutes=0.5, clients=8))
     assert result.ok, result.verdicts.violations

@@ -29,7 +29,7 @@ FOUND_BY = {
     "lost-swap": ("server", 1, "linearizable:register"),
     "torn-record": ("server", 8, "restart"),
     "failover-token-reset": ("cluster", 1, "linearizable:mutex"),
-    "unfenced-append": ("cluster", 40, "unhandled"),
+    "unfenced-append": ("cluster", 38, "unhandled"),
 }
 #: The options of each target's runs here (a cluster's: as its mutants were sought).
 TARGET_ARGS = {

@@ -57,6 +57,7 @@ def run_on_a_loop(loop: SimLoop, main: Coroutine[Any, Any, T]) -> T:
             assert not unhandled, unhandled
 
 
+@pytest.mark.slow  # (several cluster runs: 3 to 7 s)
 def test_a_cluster_seed_gives_one_history_and_every_rule_holds(tmp_path: Path) -> None:
     first = run_seed(SHORT, tmp_path / "first")
     second = run_seed(SHORT, tmp_path / "second")
@@ -67,6 +68,7 @@ def test_a_cluster_seed_gives_one_history_and_every_rule_holds(tmp_path: Path) -
     assert run_seed(dataclasses.replace(SHORT, seed=6)).digest != first.digest
 
 
+@pytest.mark.slow  # (several cluster runs: 3 to 7 s)
 def test_the_leaders_snapshots_are_made_by_its_state_process_in_process(
     tmp_path: Path,
 ) -> None:
