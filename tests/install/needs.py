@@ -55,6 +55,8 @@ NEEDS: Final[Mapping[str, frozenset[str]]] = {
         "tenure.testing.conformance": ("testing",),
         # The simulation's model of etcd: aetcd's protocol definitions, grpc's codes.
         "tenure.testing.sim.etcd": ("etcd",),
+        # ...and its cluster target (``--target cluster``): tenure serve --cluster over it.
+        "tenure.testing.sim._cluster": ("etcd",),
     }.items()
 }
 

@@ -12,10 +12,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import importlib
 import math
 import random
 from collections.abc import Coroutine
 from pathlib import Path
+from types import ModuleType
 from typing import Any, TypeVar
 
 import pytest
@@ -246,3 +248,18 @@ def test_the_same_read_is_stale_when_the_leader_ignores_its_lease(
     read, wrote = _read_after_the_leader_is_cut_from_etcd(11)
     assert wrote == b"1"
     assert read == b"0"
+
+
+def test_the_cluster_target_without_the_etcd_extra_exits_2_and_names_it(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    real_import = importlib.import_module
+
+    def without_etcd(name: str, package: str | None = None) -> ModuleType:
+        if name == "tenure.testing.sim._cluster":
+            raise ModuleNotFoundError("No module named 'grpc'", name="grpc")
+        return real_import(name, package)
+
+    monkeypatch.setattr(importlib, "import_module", without_etcd)
+    assert main(["--target", "cluster"]) == EXIT_BAD_INPUT
+    assert "pip install 'tenure[etcd]'" in capsys.readouterr().err

@@ -26,6 +26,7 @@ import collections
 import concurrent.futures
 import dataclasses
 import hashlib
+import importlib
 import multiprocessing
 import os
 import subprocess
@@ -113,6 +114,8 @@ def _options(args: argparse.Namespace, parser: argparse.ArgumentParser) -> SimOp
     if args.mutant is not None and args.target not in MUTANT_TARGETS[args.mutant]:
         targets = " or ".join(MUTANT_TARGETS[args.mutant])
         parser.error(f"mutant {args.mutant!r} runs on --target {targets}")
+    if args.target == "cluster" and not _cluster_importable():
+        parser.error("--target cluster needs the etcd extra: pip install 'tenure[etcd]'")
     if args.target == "cluster" and args.fsync != "always":
         parser.error("--fsync is a single server's: a cluster's log is in etcd")
     if args.minutes < 0.5:
@@ -126,6 +129,15 @@ def _options(args: argparse.Namespace, parser: argparse.ArgumentParser) -> SimOp
     return SimOptions(
         args.seed, args.target, args.minutes, args.clients, faults, args.fsync, args.mutant
     )
+
+
+def _cluster_importable() -> bool:
+    """Whether the cluster target can run here (the ``etcd`` extra is installed)."""
+    try:
+        importlib.import_module("tenure.testing.sim._cluster")
+    except ImportError:
+        return False
+    return True
 
 
 def main(argv: Sequence[str] | None = None) -> int:
