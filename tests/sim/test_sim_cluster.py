@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
 import importlib
 import math
 import random
@@ -67,7 +66,6 @@ def test_a_cluster_seed_gives_one_history_and_every_rule_holds(tmp_path: Path) -
     assert first.digest == second.digest
     assert sum(first.verdicts.operations.values()) > 100  # (it did something)
     assert set(first.faults) == set(SHORT.chosen_faults())
-    assert run_seed(dataclasses.replace(SHORT, seed=6)).digest != first.digest
 
 
 @pytest.mark.slow  # (several cluster runs: 3 to 7 s)
