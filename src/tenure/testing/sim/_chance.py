@@ -22,8 +22,10 @@ its socket) would happen at a different step of each run. It is off for the run 
 collects before and after); reference counting frees the rest where the code does.
 
 :func:`seeded` does all of these, and gives everything back when the run ends. (The
-order of a set of strings or bytes also depends on ``PYTHONHASHSEED``: the command
-line fixes it, :mod:`tenure.testing.sim._cli`.)
+order of a set of strings or bytes also depends on ``PYTHONHASHSEED``, and that of a
+set of objects on their addresses: nothing a run's schedule depends on may iterate
+one, and ``tests/sim/test_sim_cli.py`` runs a seed under two hash seeds. A step
+down's set of connections did: ``Reception.conns`` is an ordered dict since.)
 """
 
 from __future__ import annotations

@@ -68,16 +68,24 @@ class SimStateProcess:
     """The leader's state process, in-process
     (:class:`~tenure.server._cluster.state_process.StateProcess`; module docstring)."""
 
-    def __init__(self, loop: SimLoop, host: str, asked: dict[str, Any], connection: Any) -> None:
+    def __init__(
+        self,
+        loop: SimLoop,
+        host: str,
+        asked: dict[str, Any],
+        connection: EtcdClientOptions,
+        disconnect: Callable[[str], None],
+    ) -> None:
+        """Start it on ``host`` (the one before there must have been killed:
+        :meth:`kill`), told ``asked``, reaching etcd by ``connection``; ``disconnect``
+        resets a host's etcd connections (the simulated etcd's)."""
         self.loop = loop
         self.host = host
         self._out = io.BytesIO()
         self._err = b""
         self._code: int | None = None
         self._ended = asyncio.Event()
-        before = loop.processes.current.get(host)
-        if before is not None and before not in loop.processes.crashed:
-            loop.crash(host)  # (the last one's: done, or left behind by a dead leader)
+        self._disconnect = disconnect
         self.process = loop.processes.new(host)
         loop.processes.spawn(self.process, self._run(asked, connection))
 
@@ -102,9 +110,12 @@ class SimStateProcess:
         return self._code
 
     def kill(self) -> None:
-        """Kill it (nothing if it has exited)."""
-        if self._code is None:
+        """Kill it (nothing if it has exited); its process ends either way (an exited
+        one's host is free for the next)."""
+        if self.process not in self.loop.processes.crashed:
             self.loop.crash(self.host)
+            self._disconnect(self.host)
+        if self._code is None:
             self._code = -9
             self._ended.set()
 
@@ -132,6 +143,8 @@ class SimMember:
             idle_timeout=0,
         )
         self.member: ClusterMember | None = None
+        #: Its latest snapshot process (None: none yet).
+        self.state: SimStateProcess | None = None
         #: How many times it was started.
         self.starts = 0
 
@@ -169,7 +182,12 @@ class SimMember:
         await member.run(sockets, advertised(self.config, MEMBER_PORT))
 
     async def _start_state_process(self, asked: dict[str, Any]) -> SimStateProcess:
-        return SimStateProcess(self.loop, self.state_host, asked, self.cluster.url().connection)
+        if self.state is not None:  # (done, or left behind by a dead term: its host is free)
+            self.state.kill()
+        connection = self.cluster.url().connection
+        disconnect = self.cluster.etcd.disconnect
+        self.state = SimStateProcess(self.loop, self.state_host, asked, connection, disconnect)
+        return self.state
 
     def crash(self) -> None:
         """Kill the member's process (``kill -9``), and its snapshot process with it."""
@@ -178,10 +196,8 @@ class SimMember:
         self.member = None
         self.loop.crash(self.name)
         self.cluster.etcd.disconnect(self.name)
-        state = self.loop.processes.current.get(self.state_host)
-        if state is not None and state not in self.loop.processes.crashed:
-            self.loop.crash(self.state_host)
-            self.cluster.etcd.disconnect(self.state_host)
+        if self.state is not None:
+            self.state.kill()
 
 
 class SimCluster:
