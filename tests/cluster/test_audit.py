@@ -44,6 +44,14 @@ async def test_a_standby_s_and_then_its_leader_term_record_in_one_log(
                 there = await clients.connect(standby.port, token=ADMIN)
                 refused = await there.fail(CreateNode("on-a-standby"))
                 assert refused.code is ErrorCode.NOT_LEADER
+
+            async def before_recorded() -> bool | None:
+                return any(a["what"]["node"] == "before" for a in _acts(old)) or None
+
+            # (its writer thread writes lines after the answers: the server never waits
+            # on it, so a kill right after the answer can lose the line, which is not
+            # what this test is about)
+            await until(before_recorded, "the old leader records its act")
             await asyncio.to_thread(old.kill)
             new = await asyncio.to_thread(cluster.leader, excluding=old)
             again = await clients.connect(new.port, token=ADMIN)
