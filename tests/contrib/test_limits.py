@@ -10,7 +10,9 @@ sleeping; the deletion of records over is waited for on the real clock (bounded)
 from __future__ import annotations
 
 import asyncio
+import faulthandler
 import multiprocessing
+import queue
 import threading
 import time
 import uuid
@@ -244,21 +246,38 @@ def test_a_storage_whose_session_is_killed_opens_another(
     assert second.incr("k", 60) == 4
 
 
-def _hit_in_child(storage: TenureStorage, key: str, answer: multiprocessing.Queue[int]) -> None:
-    answer.put(storage.incr(key, 60))
-    storage.close()
+#: Bound of the forked child's work, in seconds: past it the child writes every
+#: thread's stack and exits, and the test fails with them. (Generous: on a busy machine
+#: the child's connection, node, session and hold are a dozen round trips.)
+CHILD_PATIENCE = 4 * PATIENCE
+
+
+def _hit_in_child(
+    storage: TenureStorage, key: str, answer: multiprocessing.Queue[int], stacks: Path
+) -> None:
+    with stacks.open("w") as file:
+        faulthandler.dump_traceback_later(CHILD_PATIENCE, exit=True, file=file)
+        answer.put(storage.incr(key, 60))
+        storage.close()
+        faulthandler.cancel_dump_traceback_later()
 
 
 def test_a_forked_child_uses_a_connection_of_its_own(
-    url: str, storages: list[TenureStorage]
+    url: str, storages: list[TenureStorage], tmp_path: Path
 ) -> None:
     storage = make(storages, url)
     assert storage.incr("forked", 60) == 1  # connected before the fork
     context = multiprocessing.get_context("fork")
     answer: multiprocessing.Queue[int] = context.Queue()
-    child = context.Process(target=_hit_in_child, args=(storage, "forked", answer))
+    stacks = tmp_path / "child-stacks.txt"
+    child = context.Process(target=_hit_in_child, args=(storage, "forked", answer, stacks))
     child.start()
-    assert answer.get(timeout=PATIENCE) == 2
+    try:
+        counted = answer.get(timeout=CHILD_PATIENCE + PATIENCE)
+    except queue.Empty:
+        child.join(timeout=PATIENCE)
+        pytest.fail(f"the forked child did not answer; its threads then:\n{stacks.read_text()}")
+    assert counted == 2
     child.join(timeout=PATIENCE)
     assert child.exitcode == 0
     assert storage.incr("forked", 60) == 3  # the parent's connection and session are intact
