@@ -115,6 +115,23 @@ def _main(version: KeyVersion) -> int:
     return version.main
 
 
+def _within(keys: list[bytes], key: bytes, end: bytes) -> list[bytes]:
+    """The keys of sorted ``keys`` in ``[key, end)`` (etcd's range: ``end`` empty is
+    ``key`` alone, ``b"\\0"`` every key from ``key`` on)."""
+    low = bisect.bisect_left(keys, key)
+    if not end:
+        return keys[low : low + 1] if low < len(keys) and keys[low] == key else []
+    high = len(keys) if end == b"\0" else bisect.bisect_left(keys, end, lo=low)
+    return keys[low:high]
+
+
+def _inside(candidate: bytes, key: bytes, end: bytes) -> bool:
+    """Whether ``candidate`` is in the range ``[key, end)`` (as :func:`_within`)."""
+    if not end:
+        return candidate == key
+    return key <= candidate and (end == b"\0" or candidate < end)
+
+
 class SimKeyspace:
     """Every key's versions, the log of changes, the revision and the compaction
     (module docstring)."""
@@ -126,6 +143,10 @@ class SimKeyspace:
         self.compacted = -1
         self._versions: dict[bytes, list[KeyVersion]] = {}
         self._keys: list[bytes] = []  # the keys of _versions, sorted
+        #: The keys live in the newest state (a write in progress's changes in), sorted:
+        #: a read of now, the most common, walks these alone, as etcd's index skips
+        #: what was deleted (a cluster's trimmed log is thousands of tombstones).
+        self._live: list[bytes] = []
         self._log: list[KeyVersion] = []
         self._changes: list[KeyVersion] = []  # the write in progress
 
@@ -139,27 +160,48 @@ class SimKeyspace:
     def span(self, key: bytes, end: bytes) -> list[bytes]:
         """The keys with versions in ``[key, end)``: ``end`` empty is ``key`` alone,
         ``b"\\0"`` every key from ``key`` on (etcd's mkGteRange)."""
-        if not end:
-            return [key] if key in self._versions else []
-        low = bisect.bisect_left(self._keys, key)
-        high = len(self._keys) if end == b"\0" else bisect.bisect_left(self._keys, end)
-        return self._keys[low:high]
+        return _within(self._keys, key, end)
 
     def at(self, key: bytes, revision: int) -> KeyVersion | None:
         """``key``'s live version at ``revision`` (None: absent then)."""
         versions = self._versions.get(key)
         if not versions:
             return None
-        place = bisect.bisect_right(versions, revision, key=_main)
-        if place == 0:
-            return None
-        found = versions[place - 1]
-        return None if found.tombstone else found
+        found = versions[-1]
+        if found.main > revision:  # (a key's newest version is the one read, mostly)
+            place = bisect.bisect_right(versions, revision, key=_main)
+            if place == 0:
+                return None
+            found = versions[place - 1]
+        return None if found.value is None else found
 
-    def live(self, key: bytes, end: bytes, revision: int) -> list[KeyVersion]:
-        """The live versions of ``[key, end)`` at ``revision``, in key order."""
-        found = (self.at(k, revision) for k in self.span(key, end))
-        return [version for version in found if version is not None]
+    def live(self, key: bytes, end: bytes, revision: int, limit: int = 0) -> list[KeyVersion]:
+        """The live versions of ``[key, end)`` at ``revision``, in key order: the first
+        ``limit`` of them (0: all)."""
+        if revision >= self.read_revision():
+            keys = _within(self._live, key, end)
+            versions = self._versions
+            return [versions[k][-1] for k in (keys[:limit] if limit else keys)]
+        found: list[KeyVersion] = []
+        for k in self.span(key, end):
+            version = self.at(k, revision)
+            if version is not None:
+                found.append(version)
+                if len(found) == limit:
+                    break
+        return found
+
+    def count(self, key: bytes, end: bytes, revision: int) -> int:
+        """How many keys of ``[key, end)`` are live at ``revision`` (not compacted): the
+        live keys now, less what the changes since ``revision`` made live, plus what
+        they deleted."""
+        now = len(_within(self._live, key, end))
+        if revision >= self.read_revision():
+            return now
+        changed = {v.key for v in self.changes_since(revision + 1) if _inside(v.key, key, end)}
+        for k in changed:
+            now += (self.at(k, revision) is not None) - (self._versions[k][-1].value is not None)
+        return now
 
     def changes_since(self, revision: int) -> list[KeyVersion]:
         """Every change kept from ``revision`` on, in order (a watch's replay)."""
@@ -188,11 +230,17 @@ class SimKeyspace:
         self._add(KeyVersion(key, self.revision + 1, len(self._changes), None))
 
     def _add(self, version: KeyVersion) -> None:
-        versions = self._versions.get(version.key)
+        key = version.key
+        versions = self._versions.get(key)
         if versions is None:
-            versions = self._versions[version.key] = []
-            bisect.insort(self._keys, version.key)
+            versions = self._versions[key] = []
+            bisect.insort(self._keys, key)
+        was_live = bool(versions) and versions[-1].value is not None
         versions.append(version)
+        if was_live and version.value is None:
+            del self._live[bisect.bisect_left(self._live, key)]
+        elif not was_live and version.value is not None:
+            bisect.insort(self._live, key)
         self._log.append(version)
         self._changes.append(version)
 

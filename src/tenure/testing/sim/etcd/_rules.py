@@ -32,7 +32,9 @@ __all__ = [
     "check_put",
     "check_range",
     "check_txn",
+    "filtered",
     "holds",
+    "in_key_order",
     "in_order",
     "kept",
     "op_kind",
@@ -168,6 +170,16 @@ def holds(compare: Any, kv: KeyVersion | None) -> bool:
     return results.get(compare.result, True)
 
 
+def filtered(request: Any) -> bool:
+    """Whether a RangeRequest filters by revision (:func:`kept` may drop a version)."""
+    return bool(
+        request.max_mod_revision
+        or request.min_mod_revision
+        or request.max_create_revision
+        or request.min_create_revision
+    )
+
+
 def kept(request: Any, kv: KeyVersion) -> bool:
     """Whether ``kv`` passes a RangeRequest's revision filters (0: no filter)."""
     return not (
@@ -178,14 +190,23 @@ def kept(request: Any, kv: KeyVersion) -> bool:
     )
 
 
+def in_key_order(request: Any) -> bool:
+    """Whether a RangeRequest asks for its keys in key order (none asked: key order;
+    another target without an order: ascending by it, as etcd does)."""
+    order, target = request.sort_order, request.sort_target
+    if target == _RANGE.KEY:
+        return order in (_RANGE.NONE, _RANGE.ASCEND)
+    return False
+
+
 def in_order(request: Any, found: list[KeyVersion]) -> list[KeyVersion]:
     """``found`` (in key order) sorted as a RangeRequest asks: ascending by default
     for a target other than the key (ties keep key order: Go's sort leaves them open)."""
-    order, target = request.sort_order, request.sort_target
-    if target != _RANGE.KEY and order == _RANGE.NONE:
-        order = _RANGE.ASCEND
-    if order == _RANGE.NONE or (target == _RANGE.KEY and order == _RANGE.ASCEND):
+    if in_key_order(request):
         return found
+    order, target = request.sort_order, request.sort_target
+    if order == _RANGE.NONE:
+        order = _RANGE.ASCEND
     keys: dict[int, Any] = {
         _RANGE.KEY: lambda kv: kv.key,
         _RANGE.VERSION: lambda kv: kv.version,

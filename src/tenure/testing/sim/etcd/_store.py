@@ -73,7 +73,9 @@ from tenure.testing.sim.etcd._rules import (
     check_put,
     check_range,
     check_txn,
+    filtered,
     holds,
+    in_key_order,
     in_order,
     kept,
     op_kind,
@@ -199,14 +201,21 @@ class SimEtcdStore:
             revision = current
         if revision < self.keys.compacted:
             raise EtcdRpcError(COMPACTED)
-        found = self.keys.live(request.key, request.range_end, revision)
-        response = rpc_pb2.RangeResponse(count=len(found))
+        key, end, limit = request.key, request.range_end, request.limit
+        response = rpc_pb2.RangeResponse(count=self.keys.count(key, end, revision))
         response.header.revision = current
         if request.count_only:
             return response
-        found = in_order(request, [kv for kv in found if kept(request, kv)])
-        if 0 < request.limit < len(found):
-            found, response.more = found[: request.limit], True
+        if limit > 0 and in_key_order(request) and not filtered(request):
+            # etcd's own shortcut (apply.go's Range): only these need reading.
+            found = self.keys.live(key, end, revision, limit=limit)
+            response.more = response.count > limit
+        else:
+            found = in_order(
+                request, [kv for kv in self.keys.live(key, end, revision) if kept(request, kv)]
+            )
+            if 0 < limit < len(found):
+                found, response.more = found[:limit], True
         response.kvs.extend(kv.message(with_value=not request.keys_only) for kv in found)
         return response
 
