@@ -256,6 +256,80 @@ CASES: dict[str, tuple[str, lincheck.History, str]] = {
         ),
         N,
     ),
+    "the holder read while it holds, nobody after its release": (
+        "mutex",
+        history(
+            (0, "invoke", "acquire", None),
+            (0, "ok", "acquire", 1),
+            (1, "invoke", "holders", None),
+            (1, "ok", "holders", [1]),
+            (0, "invoke", "release", 1),
+            (0, "ok", "release", 1),
+            (1, "invoke", "holders", None),
+            (1, "ok", "holders", []),
+        ),
+        L,
+    ),
+    "a holder read after its release (a stale read)": (
+        "mutex",
+        history(
+            (0, "invoke", "acquire", None),
+            (0, "ok", "acquire", 1),
+            (0, "invoke", "release", 1),
+            (0, "ok", "release", 1),
+            (1, "invoke", "holders", None),
+            (1, "ok", "holders", [1]),
+        ),
+        N,
+    ),
+    "nobody read while a grant is held": (
+        "mutex",
+        history(
+            (0, "invoke", "acquire", None),
+            (0, "ok", "acquire", 1),
+            (1, "invoke", "holders", None),
+            (1, "ok", "holders", []),
+        ),
+        N,
+    ),
+    "a holder nobody heard of: an unknown grant, the last token": (
+        "mutex",
+        history(
+            (0, "invoke", "acquire", None),
+            (0, "ok", "acquire", 1),
+            (0, "invoke", "release", 1),
+            (0, "ok", "release", 1),
+            (1, "invoke", "acquire", None),  # its answer lost
+            (2, "invoke", "holders", None),
+            (2, "ok", "holders", [2]),
+            (3, "invoke", "acquire", None),
+            (3, "ok", "acquire", 2),  # after the unknown grant 2: its token cannot be 2
+        ),
+        N,
+    ),
+    "a holder nobody heard of, then a later token": (
+        "mutex",
+        history(
+            (0, "invoke", "acquire", None),
+            (0, "ok", "acquire", 1),
+            (0, "invoke", "release", 1),
+            (0, "ok", "release", 1),
+            (1, "invoke", "acquire", None),  # its answer lost
+            (2, "invoke", "holders", None),
+            (2, "ok", "holders", [2]),
+            (3, "invoke", "acquire", None),
+            (3, "ok", "acquire", 3),  # the unknown hold expired meanwhile
+        ),
+        L,
+    ),
+    "a mutex read with two holders": (
+        "mutex",
+        history(
+            (0, "invoke", "holders", None),
+            (0, "ok", "holders", [3, 4]),
+        ),
+        N,
+    ),
     # -- semaphore (limit 2)
     "two holders of a semaphore of two": (
         "semaphore",
@@ -275,6 +349,31 @@ CASES: dict[str, tuple[str, lincheck.History, str]] = {
             (0, "ok", "acquire", 1),
             (1, "invoke", "acquire", 2),
             (1, "ok", "acquire", 2),
+            header={"limit": 2},
+        ),
+        N,
+    ),
+    "the holders of a semaphore, one of them unheard of": (
+        "semaphore",
+        history(
+            (0, "invoke", "acquire", 1),
+            (0, "ok", "acquire", 1),
+            (1, "invoke", "acquire", 1),  # its answer lost
+            (2, "invoke", "holders", None),
+            (2, "ok", "holders", [1, 2]),
+            header={"limit": 2},
+        ),
+        L,
+    ),
+    "a semaphore's holder missing from a read": (
+        "semaphore",
+        history(
+            (0, "invoke", "acquire", 1),
+            (0, "ok", "acquire", 1),
+            (1, "invoke", "acquire", 1),
+            (1, "ok", "acquire", 2),
+            (2, "invoke", "holders", None),
+            (2, "ok", "holders", [2]),
             header={"limit": 2},
         ),
         N,

@@ -298,14 +298,23 @@ COUNTER: Final = Model(
 # (info), or it holds for ever. An acquire whose outcome is unknown may have been
 # granted to a client that never learned of it; that hold ends by itself (its lease
 # expires) at a time nobody observes, so it constrains nobody: the model leaves it out.
+# A `holders` read (the tokens holding, as a describe of the owners shows them) must
+# show every hold the model has and no more than the limit allows; a token it shows
+# that the model does not have can only be such an unknown grant: on a mutex, one
+# after every grant the model has (an earlier one ended before the next grant), which
+# is then the last token; on a semaphore of more, any (it is not told from a stale
+# hold there: a weaker check).
 
 _GRANT: Final = 8  # (kind, token, count)
 _END: Final = 9  # (kind, token): the hold of token ends (released or lost)
 _END_MAYBE: Final = 10  # (kind, token): it ends if held (unknown outcome)
 _NOT_HELD: Final = 11  # (kind, token): a release that failed: token held nothing
+_HOLDERS: Final = 14  # (kind, tokens): the holds are these (a frozenset of tokens)
 
 
 def _prepare_hold(op: Operation) -> Prepared:
+    if op.f == "holders":
+        return (_HOLDERS, frozenset(op.output)) if op.outcome == OK else (_NOTHING,)
     if op.f == "acquire":
         if op.outcome != OK:
             return (_NOTHING,)
@@ -322,6 +331,8 @@ def _hold_step(state: State, prepared: Prepared) -> tuple[bool, State]:
     if kind == _NOTHING:
         return True, state
     held, last, limit = state
+    if kind == _HOLDERS:
+        return _holders_seen(state, prepared[1])
     if kind == _GRANT:
         token, count = prepared[1], prepared[2]
         if token <= last or sum(c for _, c in held) + count > limit:
@@ -336,7 +347,28 @@ def _hold_step(state: State, prepared: Prepared) -> tuple[bool, State]:
     return True, (held - {holding}, last, limit)
 
 
+def _holders_seen(state: State, seen: frozenset[int]) -> tuple[bool, State]:
+    """A ``holders`` read of ``seen`` in ``state`` (the section's comment)."""
+    held, last, limit = state
+    mine = {token for token, _ in held}
+    if not mine <= seen or len(seen) > limit:
+        return False, state
+    unknown = seen - mine
+    if limit > 1 or not unknown:
+        return True, state
+    token = next(iter(unknown))  # (a mutex: the one holder, an unknown grant)
+    if token <= last:
+        return False, state
+    return True, (held, token, limit)
+
+
 def _hold_validate(op: Operation) -> str | None:
+    if op.f == "holders":
+        if op.outcome == OK and not (
+            isinstance(op.output, list) and all(_is_int(token) for token in op.output)
+        ):
+            return "an ok holders' value is the list of the tokens holding"
+        return None
     if op.f == "acquire":
         if op.input is not None and not (_is_int(op.input) and op.input > 0):
             return "an acquire's value is its count, a positive integer (or null: 1)"
@@ -376,6 +408,7 @@ def _semaphore_init(header: Mapping[str, Any], key: str | None) -> State:
 _HOLD_OPERATIONS: Final = {
     "release": "value: the token; ok if it released, fail if it held nothing",
     "lost": "value: the token; invoked at its last confirmation, ok when told",
+    "holders": "value null; ok value: the tokens of the holds seen (a list)",
 }
 
 MUTEX: Final = Model(
