@@ -16,6 +16,7 @@ call returned; every wait is bounded, nothing is timed.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import random
 import signal
@@ -119,6 +120,35 @@ async def test_a_release_answered_by_the_session_given_up_is_info(tmp_path: Path
     async with _client_on_a_server(tmp_path, StopAtPause) as (lin, session, server):
         try:
             await lin.hold_mutex(session)  # the server stopped between hold and release
+            assert session.lost_reason is not None
+        finally:
+            server.proc.send_signal(signal.SIGCONT)
+    events = _events(tmp_path, "mutex")
+    assert _ends(events, "acquire") == ["ok"]
+    assert _ends(events, "release") == ["info"]
+
+
+class StopUntilGivenUp(StopAtPause):
+    """Stops the server at the pause hook, then waits until the client gives its session
+    up on its own clock (the test sets :attr:`session`): the release comes after."""
+
+    session: tenure.Session | None = None
+
+    async def maybe(self, rng: random.Random, holder: str) -> None:
+        await super().maybe(rng, holder)
+        assert self.session is not None
+        async with asyncio.timeout(30 * WINDOW):  # (bounded; the window is 2 s)
+            await self.session.lost
+
+
+async def test_a_release_after_the_client_gave_the_hold_up_is_info(tmp_path: Path) -> None:
+    # The server may keep the hold a while yet (a read of the holders may show it): the
+    # release is no proof that nothing was held (a `fail`), only that the end is unknown.
+    async with _client_on_a_server(tmp_path, StopUntilGivenUp) as (lin, session, server):
+        assert isinstance(lin.pauses, StopUntilGivenUp)
+        lin.pauses.session = session
+        try:
+            await lin.hold_mutex(session)
             assert session.lost_reason is not None
         finally:
             server.proc.send_signal(signal.SIGCONT)

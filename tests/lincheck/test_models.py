@@ -322,6 +322,30 @@ CASES: dict[str, tuple[str, lincheck.History, str]] = {
         ),
         L,
     ),
+    "a holder nobody heard of, read twice": (
+        "mutex",
+        history(
+            (1, "invoke", "acquire", None),  # its answer lost
+            (2, "invoke", "holders", None),
+            (2, "ok", "holders", [7]),
+            (2, "invoke", "holders", None),
+            (2, "ok", "holders", [7]),
+        ),
+        L,
+    ),
+    "a holder nobody heard of, seen again after it ended": (
+        "mutex",
+        history(
+            (1, "invoke", "acquire", None),  # its answer lost
+            (2, "invoke", "holders", None),
+            (2, "ok", "holders", [7]),
+            (2, "invoke", "holders", None),
+            (2, "ok", "holders", []),
+            (2, "invoke", "holders", None),
+            (2, "ok", "holders", [7]),
+        ),
+        N,
+    ),
     "a mutex read with two holders": (
         "mutex",
         history(
@@ -461,4 +485,4 @@ def test_a_linearizable_history_comes_with_its_linearization() -> None:
     [key] = result.keys
     order = [(op.f, op.process) for op, _ in key.linearization]
     assert order == [("acquire", 0), ("lost", 0), ("acquire", 1)]
-    assert key.linearization[-1][1] == (frozenset({(2, 1)}), 2, 1)
+    assert key.linearization[-1][1] == (frozenset({(2, 1)}), 2, 1, None)

@@ -300,10 +300,11 @@ COUNTER: Final = Model(
 # expires) at a time nobody observes, so it constrains nobody: the model leaves it out.
 # A `holders` read (the tokens holding, as a describe of the owners shows them) must
 # show every hold the model has and no more than the limit allows; a token it shows
-# that the model does not have can only be such an unknown grant: on a mutex, one
-# after every grant the model has (an earlier one ended before the next grant), which
-# is then the last token; on a semaphore of more, any (it is not told from a stale
-# hold there: a weaker check).
+# that the model does not have can only be such an unknown grant. On a mutex that is
+# the one seen before (the state's fourth field: it may hold until a read shows
+# nobody or the next grant), or one after every token the model has (an earlier one
+# ended before the next grant), which is then the last token; on a semaphore of more,
+# any (it is not told from a stale hold there: a weaker check).
 
 _GRANT: Final = 8  # (kind, token, count)
 _END: Final = 9  # (kind, token): the hold of token ends (released or lost)
@@ -330,36 +331,41 @@ def _hold_step(state: State, prepared: Prepared) -> tuple[bool, State]:
     kind = prepared[0]
     if kind == _NOTHING:
         return True, state
-    held, last, limit = state
+    held, last, limit, unheard = state
     if kind == _HOLDERS:
         return _holders_seen(state, prepared[1])
     if kind == _GRANT:
         token, count = prepared[1], prepared[2]
         if token <= last or sum(c for _, c in held) + count > limit:
             return False, state
-        return True, (held | {(token, count)}, token, limit)
+        # (an unknown grant seen holding a mutex ended before this one, unobserved)
+        return True, (held | {(token, count)}, token, limit, None)
     token = prepared[1]
     holding = next((item for item in held if item[0] == token), None)
     if kind == _NOT_HELD:
         return holding is None, state
     if holding is None:
         return kind == _END_MAYBE, state
-    return True, (held - {holding}, last, limit)
+    return True, (held - {holding}, last, limit, unheard)
 
 
 def _holders_seen(state: State, seen: frozenset[int]) -> tuple[bool, State]:
     """A ``holders`` read of ``seen`` in ``state`` (the section's comment)."""
-    held, last, limit = state
+    held, last, limit, unheard = state
     mine = {token for token, _ in held}
     if not mine <= seen or len(seen) > limit:
         return False, state
     unknown = seen - mine
-    if limit > 1 or not unknown:
+    if limit > 1:
         return True, state
+    if not unknown:
+        return True, (held, last, limit, None)  # (an unknown grant seen before ended)
     token = next(iter(unknown))  # (a mutex: the one holder, an unknown grant)
+    if token == unheard:
+        return True, state
     if token <= last:
         return False, state
-    return True, (held, token, limit)
+    return True, (held, token, limit, token)
 
 
 def _hold_validate(op: Operation) -> str | None:
@@ -383,9 +389,10 @@ def _hold_validate(op: Operation) -> str | None:
 
 
 def _show_holds(state: State) -> str:
-    held, last, limit = state
+    held, last, limit, unheard = state
     tokens = ", ".join(f"{t}" if c == 1 else f"{t}x{c}" for t, c in sorted(held))
-    return f"held by [{tokens}] of {limit}, last token {last}"
+    shown = f"held by [{tokens}] of {limit}, last token {last}"
+    return shown if unheard is None else f"{shown}, {unheard} seen holding unheard of"
 
 
 def _initial_token(header: Mapping[str, Any]) -> int:
@@ -402,7 +409,7 @@ def _semaphore_init(header: Mapping[str, Any], key: str | None) -> State:
             f"the semaphore model needs the limit of key {key!r}: --limit N, or the "
             'history\'s first line {"limit": N} (or {"limit": {"KEY": N}})'
         )
-    return (frozenset(), _initial_token(header), limit)
+    return (frozenset(), _initial_token(header), limit, None)
 
 
 _HOLD_OPERATIONS: Final = {
@@ -418,7 +425,7 @@ MUTEX: Final = Model(
         "acquire": "value null; ok value: the fencing token; fail: not granted (a try)",
         **_HOLD_OPERATIONS,
     },
-    lambda header, key: (frozenset(), _initial_token(header), 1),
+    lambda header, key: (frozenset(), _initial_token(header), 1, None),
     _prepare_hold,
     _hold_step,
     _hold_validate,

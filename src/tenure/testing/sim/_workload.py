@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 import tenure
 from tenure.errors import AlreadyExistsError
+from tenure.testing.workload import SEMAPHORES as LIMITS
 from tenure.testing.workload import Books, LinClient, LinConfig, RegisterWatcher
 
 if TYPE_CHECKING:
@@ -38,6 +39,8 @@ COUNTERS: Final = ["cnt-0"]
 MUTEXES: Final = ["mtx-0", "mtx-1"]
 GROUPS: Final = ["grp-0"]
 MEMBER_IDS: Final = ["id-0", "id-1", "id-2", "id-3"]
+SEMAPHORES: Final = ["sem-0"]
+ELECTIONS: Final = ["elc-0"]
 #: The sessions' recovery window, in seconds.
 WINDOW: Final = 3.0
 #: Seconds between two pauses of the first client past the window.
@@ -100,7 +103,8 @@ class SimPauses:
 
 
 async def create_keys(url: str) -> None:
-    """The node and the registers (data ``0``), as the fault suite's harness makes them."""
+    """The node and the registers (data ``0``), as the fault suite's harness makes them,
+    and the semaphores (their limits :data:`~tenure.testing.workload.SEMAPHORES`')."""
     async with tenure.connect(url) as client:
         with contextlib.suppress(AlreadyExistsError):
             await client.create_node(NODE)
@@ -108,6 +112,9 @@ async def create_keys(url: str) -> None:
             for name in REGISTERS:
                 with contextlib.suppress(AlreadyExistsError):
                     await session.semaphore(name).create(limit=1, data=b"0")
+            for name in SEMAPHORES:
+                with contextlib.suppress(AlreadyExistsError):
+                    await session.semaphore(name).create(limit=LIMITS[name])
 
 
 def watchers(clients: int) -> int:
@@ -167,7 +174,8 @@ class SimClients:
             index=generation, doors=self.doors, node=NODE, clients=self.clients,
             out_dir=str(self.out_dir), history="", seed=self.seed, registers=REGISTERS,
             counters=COUNTERS, mutexes=MUTEXES, groups=GROUPS, member_ids=MEMBER_IDS,
-            window=WINDOW, op_timeout=5.0, watchers=self.watchers,
+            semaphores=SEMAPHORES, elections=ELECTIONS, window=WINDOW, op_timeout=5.0,
+            watchers=self.watchers,
         )  # fmt: skip
         books = self._books.get(generation)
         if books is None:

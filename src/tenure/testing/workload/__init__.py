@@ -1,12 +1,13 @@
 """The linearizable workload: clients that loop on random operations of tenure's public
-API (registers, counters, mutexes, group membership) and record each in lincheck's
-files, by rules that keep an unknown outcome unknown (:mod:`._client`'s docstring).
+API (registers, counters, mutexes, group membership; semaphores and elections where the
+config lists some) and record each in lincheck's files, by rules that keep an unknown
+outcome unknown (:mod:`._client`'s and :mod:`._recording`'s docstrings).
 
 The fault suite's ``linearizable`` scenario runs it in worker processes against real
 servers; :mod:`tenure.testing.sim` runs it on simulated time. Its pieces:
 :class:`LinConfig` (what a worker is given), :class:`Books` (its lincheck files, on a
-clock it is given), :class:`LinClient` (one client's loop, :data:`STEPS`),
-:class:`RegisterWatcher` (one that watches a register), :func:`read_events` and
+clock it is given), :class:`LinClient` (one client's loop, :data:`STEPS`, over :class:`Recorder`'s
+rules), :class:`RegisterWatcher` (one that watches a register), :func:`read_events` and
 :func:`close_holds` (a model's files as one history), :func:`watch_records` (the
 watchers' files as lincheck's watch records).
 """
@@ -22,24 +23,24 @@ from tenure.testing.workload._books import (
     through_ydb,
     watch_file,
 )
-from tenure.testing.workload._client import (
-    ANSWER_LOST,
-    MAX_MEMBERS,
-    RETRIES,
-    STEPS,
-    LinClient,
-    Notes,
-    Pauses,
-    SessionGoneError,
-    Step,
-)
+from tenure.testing.workload._client import KEYS_OF, MAX_COUNT, MAX_MEMBERS, STEPS, LinClient, Step
 from tenure.testing.workload._config import LinConfig
 from tenure.testing.workload._merge import close_holds, read_events, watch_records
+from tenure.testing.workload._recording import (
+    ANSWER_LOST,
+    RETRIES,
+    Notes,
+    Pauses,
+    Recorder,
+    SessionGoneError,
+)
 from tenure.testing.workload._watcher import RegisterWatcher
 
 __all__ = [
     "ANSWER_LOST",
     "FACE_MODELS",
+    "KEYS_OF",
+    "MAX_COUNT",
     "MAX_MEMBERS",
     "MODELS",
     "RETRIES",
@@ -52,8 +53,9 @@ __all__ = [
     "Notes",
     "Pauses",
     "ProcessIds",
-    "SessionGoneError",
+    "Recorder",
     "RegisterWatcher",
+    "SessionGoneError",
     "Step",
     "close_holds",
     "model_file",

@@ -26,11 +26,14 @@ A client (its own connection through its door, its own session, process label
   pool (``ok``: it joined; ``fail``: the id was taken, or the group full), or a
   ``leave`` of the member it has there; ``members()`` (``members``: ``ok`` with the
   ids). A member that ends with its session is a ``leave`` invoked at the join seen,
-  as a lock's loss.
-
-A ``release()`` or ``leave()`` returns once the service applied it, or once the
-session ended (given up on the client's clock): the latter is recorded ``info``, as a
-loss the client declared itself (below), not ``ok`` when the call returned.
+  as a lock's loss;
+* where the config lists some, a **semaphore** of :data:`SEMAPHORES`'s limit:
+  ``session.acquire(name, count)`` of 1 to :data:`MAX_COUNT` tokens, held and
+  released as a lock (the ``semaphore`` model, the ``acquire``'s value its count),
+  or ``describe(owners=True)`` (``holders``: ``ok`` with the owners' tokens);
+* and an **election**: ``campaign()``, leading a while, ``resign()``, recorded as a
+  lock of the ``mutex`` model (the election's name its key), or ``leader()``
+  (``holders``: ``ok`` with the leader's token, none if nobody leads).
 
 A loss the service told (``LeaseLostError``: the hold is gone there) is completed
 ``ok`` when the client heard it (the model's loss: the hold ended in between). One
@@ -41,12 +44,9 @@ session's holds end when the close is served; either ends the hold some time aft
 the telling, which nobody observes (a ``members()`` read may still show the member
 after its client was told).
 
-A request whose answer was lost (no answer within :attr:`LinConfig.op_timeout`, or
-``UnavailableError`` and other connection errors) is recorded ``info`` and sent
-again, the same request, as a new operation of a new process
-(:class:`~tenure.testing.workload._books.ProcessIds`), :data:`RETRIES` times at most. A lost
-session (``LostError``) ends the step ``info`` and the client opens a new session.
-Every wait is bounded; the loop stops with the worker, or after
+A lost answer, a lost session and a ``release()`` or ``leave()`` that returned are
+recorded by :class:`~tenure.testing.workload._recording.Recorder`'s rules. Every wait
+is bounded; the loop stops with the worker, or after
 :attr:`LinConfig.max_ops` operations.
 """
 
@@ -54,57 +54,29 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import random
 import traceback
 from collections.abc import Awaitable, Callable
-from typing import Any, Final, Protocol, TypeVar
+from typing import Final
 
 import tenure
-from tenure.errors import (
-    AlreadyExistsError,
-    LeaseLostError,
-    LimitExceededError,
-    LostError,
-    NotFoundError,
-    TenureError,
-    UnavailableError,
-)
-from tenure.testing.lincheck import HistoryWriter
-from tenure.testing.workload._books import Books, ProcessIds
+from tenure.errors import AlreadyExistsError, LimitExceededError, NotFoundError, TenureError
+from tenure.testing.workload._books import Books
 from tenure.testing.workload._config import LinConfig
+from tenure.testing.workload._recording import (
+    ANSWER_LOST,
+    Notes,
+    Pauses,
+    Recorder,
+    SessionGoneError,
+)
 
-T = TypeVar("T")
-
-#: How many times a request whose answer was lost is sent again.
-RETRIES: Final = 2
-#: The errors of a request whose answer was lost (its outcome unknown).
-ANSWER_LOST: Final = (UnavailableError, TimeoutError, OSError)
 #: Members a group may have (more than the clients that join it).
 MAX_MEMBERS: Final = 64
+#: The largest count a semaphore step takes (its limit: :data:`SEMAPHORES`).
+MAX_COUNT: Final = 2
 
 
-class SessionGoneError(Exception):
-    """The client's session ended: open a new one."""
-
-
-class Notes(Protocol):
-    """Where a client writes what is not an operation (a client error, a lost session)."""
-
-    def note(self, process: str, kind: str, **fields: Any) -> None:
-        """Record a note of ``kind`` by ``process``."""
-
-
-class Pauses(Protocol):
-    """A worker's pauses: its whole process standing still past the window while one
-    of its clients holds (the fault suite blocks the worker's loop; the simulation
-    pauses the simulated process)."""
-
-    async def maybe(self, rng: random.Random, holder: str) -> None:
-        """Stand still now if a pause is due (``holder``: the client that holds): the
-        client goes on after the pause, whatever else ran meanwhile."""
-
-
-class LinClient:
+class LinClient(Recorder):
     """One client's loop (see the module docstring)."""
 
     def __init__(
@@ -116,21 +88,14 @@ class LinClient:
         recorder: Notes,
         steps: dict[str, tuple[Step, int]] | None = None,
     ) -> None:
-        self.config = config
-        self.number = number
-        self.label = f"w{config.index}c{number}"
-        #: The steps it draws from, with their weights (:data:`STEPS` by default).
-        self.steps = STEPS if steps is None else steps
-        self.url = config.door_of(number)
-        self.books = books
-        self.pauses = pauses
-        self.rec = recorder
-        self.rng = random.Random(f"{config.seed}-{self.label}")
-        self.procs = ProcessIds(self.label)
-        self.ops = 0
-        self._values = 0
-        self.last_read: dict[str, int] = {}
-        self.members: dict[str, tenure.GroupMember] = {}
+        super().__init__(config, number, books, pauses, recorder)
+        #: The steps it draws from, with their weights (:data:`STEPS` by default), less
+        #: those whose keys the config has none of.
+        self.steps = {
+            name: step
+            for name, step in (STEPS if steps is None else steps).items()
+            if KEYS_OF.get(name) is None or getattr(config, KEYS_OF[name])
+        }
 
     async def run(self, stop: asyncio.Event) -> None:
         """Connect (again while the service is down), then loop on sessions until ``stop``."""
@@ -179,49 +144,6 @@ class LinClient:
             with contextlib.suppress(TenureError, OSError, TimeoutError):
                 async with asyncio.timeout(10.0):
                     await session.close()
-
-    # -- recording ------------------------------------------------------------------------
-
-    async def _call(
-        self,
-        model: str,
-        f: str,
-        key: str,
-        value: Any,
-        action: Callable[[], Awaitable[T]],
-        judge: Callable[[T], tuple[bool, Any]],
-    ) -> T | None:
-        """Invoke ``f``, run ``action`` (bounded), record its ``ok``/``fail`` by ``judge``
-        (whether it succeeded, the value to record); a lost answer is ``info`` and the
-        same request again as a new process (module docstring); None if none answered."""
-        writer = self.books.writer(model)
-        for _ in range(RETRIES + 1):
-            process = self.procs.current
-            writer.invoke(process, f, value, key)
-            try:
-                async with asyncio.timeout(self.config.op_timeout):
-                    result = await action()
-            except asyncio.CancelledError:
-                writer.info(process, f, value, key)
-                self.procs.unknown()
-                raise
-            except LostError as error:
-                writer.info(process, f, value, key)
-                self.procs.unknown()
-                raise SessionGoneError from error
-            except ANSWER_LOST:
-                writer.info(process, f, value, key)
-                self.procs.unknown()
-                continue
-            succeeded, recorded = judge(result)
-            (writer.ok if succeeded else writer.fail)(process, f, recorded, key)
-            return result
-        return None
-
-    def _value(self) -> int:
-        """A value no other write of the run carries."""
-        self._values += 1
-        return (self.config.index * 1000 + self.number) * 1_000_000 + self._values
 
     # -- registers --------------------------------------------------------------------
 
@@ -283,94 +205,58 @@ class LinClient:
 
         await self._call("counter", "read", key, None, get, lambda total: (True, total))
 
-    # -- mutexes ----------------------------------------------------------------------
+    # -- holds ----------------------------------------------------------------------------
 
     async def hold_mutex(self, session: tenure.Session) -> None:
         """``lock()``, a hold (perhaps a pause of the whole worker), ``release()``."""
         key = self.rng.choice(self.config.mutexes)
-        writer = self.books.writer("mutex")
-        process = self.procs.current
-        writer.invoke(process, "acquire", None, key)
-        try:
-            async with asyncio.timeout(self.config.op_timeout + self.config.acquire_wait) as bound:
-                lock = await session.mutex(key).lock(timeout=self.config.acquire_wait)
-        except asyncio.CancelledError:
-            writer.info(process, "acquire", None, key)
-            self.procs.unknown()
-            raise
-        except LostError as error:
-            writer.info(process, "acquire", None, key)
-            self.procs.unknown()
-            raise SessionGoneError from error
-        except ANSWER_LOST:
-            if isinstance(bound, asyncio.Timeout) and not bound.expired():
-                writer.fail(process, "acquire", None, key)  # the wait ran out: not granted
-                return
-            writer.info(process, "acquire", None, key)
-            self.procs.unknown()
-            return
-        seen = self.books.now_ns()
-        self.books.record_at(seen, "mutex", "ok", process, "acquire", lock.token, key)
-        self._on_loss(lock, "mutex", "lost", key, lock.token, lock.token, seen)
-        await asyncio.sleep(self.rng.uniform(*self.config.hold))
-        await self.pauses.maybe(self.rng, self.label)
-        process = self.procs.current
-        writer.invoke(process, "release", lock.token, key)
-        try:
-            async with asyncio.timeout(self.config.op_timeout):
-                await lock.release()
-        except ANSWER_LOST:
-            writer.info(process, "release", lock.token, key)
-            self.procs.unknown()
-            return
-        self._record_end(session, lock, writer, process, "release", lock.token, key)
+        mutex = session.mutex(key)
 
-    def _record_end(
-        self,
-        session: tenure.Session,
-        held: tenure.Lock | tenure.GroupMember,
-        writer: HistoryWriter,
-        process: str,
-        f: str,
-        value: Any,
-        key: str,
-    ) -> None:
-        """Record how a ``release()`` or ``leave()`` that returned ended: ``fail`` if the
-        hold was lost first (it held nothing by then); ``info`` if the session ended
-        meanwhile (the call returns then too, but the service may keep the hold until it
-        expires the session, later: module docstring); ``ok`` if the service applied it."""
-        if held.lost_reason is not None:
-            writer.fail(process, f, value, key)
-        elif session.lost_reason is not None:
-            writer.info(process, f, value, key)
-            self.procs.unknown()
-        else:
-            writer.ok(process, f, value, key)
+        def take() -> Awaitable[tenure.Lease]:
+            return mutex.lock(timeout=self.config.acquire_wait)
 
-    def _on_loss(
-        self,
-        held: tenure.Lock | tenure.GroupMember,
-        model: str,
-        f: str,
-        key: str,
-        value: Any,
-        token: int,
-        seen: int,
-    ) -> None:
-        """Record ``held``'s loss when the client is told of it: ``f`` invoked at ``seen``
-        (the grant seen), on a process of its own, ``ok`` then if the service said the
-        hold ended, never completed if the client gave it up itself (module docstring)."""
-        process = self.procs.loss(key, token)
+        await self._hold(session, "mutex", key, None, take)
 
-        def told(reason: LostError | None) -> None:
-            if reason is None:
-                return  # released or left by the client: recorded as such
-            self.books.record_at(seen, model, "invoke", process, f, value, key)
-            if isinstance(reason, LeaseLostError):
-                told_at = max(self.books.now_ns(), seen)
-                self.books.record_at(told_at, model, "ok", process, f, value, key)
+    async def hold_semaphore(self, session: tenure.Session) -> None:
+        """``acquire(name, count)`` of a semaphore of :data:`SEMAPHORES`'s limit, a hold,
+        ``release()``: the ``semaphore`` model, its value the count."""
+        key, count = self.rng.choice(self.config.semaphores), self.rng.randint(1, MAX_COUNT)
 
-        held.lost.add_callback(told)
+        def take() -> Awaitable[tenure.Lease]:
+            return session.acquire(key, count, timeout=self.config.acquire_wait)
+
+        await self._hold(session, "semaphore", key, count, take)
+
+    async def read_holders(self, session: tenure.Session) -> None:
+        """``describe(owners=True)`` of a semaphore: a ``holders`` of their tokens."""
+        key = self.rng.choice(self.config.semaphores)
+
+        async def holders() -> list[int]:
+            found = await session.semaphore(key).describe(owners=True)
+            return sorted(owner.token for owner in found.owners)
+
+        await self._call("semaphore", "holders", key, None, holders, lambda t: (True, t))
+
+    async def lead_election(self, session: tenure.Session) -> None:
+        """``campaign()`` (an ``acquire`` of the ``mutex`` model, its key the
+        election's), leading a while, ``resign()``."""
+        key = self.rng.choice(self.config.elections)
+        election = session.election(key)
+
+        def take() -> Awaitable[tenure.Lease]:
+            return election.campaign(self.label.encode(), timeout=self.config.acquire_wait)
+
+        await self._hold(session, "mutex", key, None, take)
+
+    async def read_leader(self, session: tenure.Session) -> None:
+        """``leader()``: a ``holders`` of the leader's token (none: nobody leads)."""
+        key = self.rng.choice(self.config.elections)
+
+        async def leader() -> list[int]:
+            state = await session.election(key).leader()
+            return [] if state is None or state.token is None else [state.token]
+
+        await self._call("mutex", "holders", key, None, leader, lambda t: (True, t))
 
     # -- membership -------------------------------------------------------------------
 
@@ -439,4 +325,24 @@ STEPS: Final[dict[str, tuple[Step, int]]] = {
     "hold-mutex": (LinClient.hold_mutex, 2),
     "join-or-leave": (LinClient.join_or_leave, 2),
     "read-members": (LinClient.read_members, 1),
+    "hold-semaphore": (LinClient.hold_semaphore, 2),
+    "read-holders": (LinClient.read_holders, 1),
+    "lead-election": (LinClient.lead_election, 2),
+    "read-leader": (LinClient.read_leader, 1),
+}
+#: The field of :class:`~tenure.testing.workload.LinConfig` that lists each step's keys:
+#: a step is drawn only where the config has some.
+KEYS_OF: Final[dict[str, str]] = {
+    "read-register": "registers",
+    "write-register": "registers",
+    "swap-register": "registers",
+    "add-counter": "counters",
+    "read-counter": "counters",
+    "hold-mutex": "mutexes",
+    "join-or-leave": "groups",
+    "read-members": "groups",
+    "hold-semaphore": "semaphores",
+    "read-holders": "semaphores",
+    "lead-election": "elections",
+    "read-leader": "elections",
 }

@@ -35,6 +35,11 @@ class LinConfig:
     mutexes: list[str]
     groups: list[str]
     member_ids: list[str]
+    #: Semaphores of :data:`~tenure.testing.workload.SEMAPHORES`'s limits, held a count
+    #: at a time (none: no semaphore steps), and elections (none: no election steps).
+    #: The harness makes each semaphore; an election makes itself.
+    semaphores: list[str] = field(default_factory=list)
+    elections: list[str] = field(default_factory=list)
     #: The sessions' recovery window, in seconds (short: holds expire under pauses).
     window: float = 3.0
     #: Seconds a hold lasts before its release, at random between the two.

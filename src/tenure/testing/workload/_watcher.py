@@ -34,8 +34,8 @@ from typing import Final
 import tenure
 from tenure.errors import LostError, TenureError
 from tenure.testing.workload._books import Books, ProcessIds
-from tenure.testing.workload._client import Notes
 from tenure.testing.workload._config import LinConfig
+from tenure.testing.workload._recording import Notes
 
 #: Seconds a watcher waits before it watches again after its watch ended.
 AGAIN: Final = (0.1, 0.4)
