@@ -7,11 +7,12 @@ progress ticks.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import random
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 import grpc
 from aetcd.rpc import rpc_pb2
@@ -19,7 +20,13 @@ from aetcd.rpc import rpc_pb2
 from tenure.testing.sim.etcd._calls import SimStreamCall
 from tenure.testing.sim.etcd._store import SimEtcdStore
 
-__all__ = ["ServedStream", "StreamsServed"]
+if TYPE_CHECKING:
+    from tenure.testing.sim._network import SimNetwork
+
+__all__ = ["ETCD_HOST", "ServedStream", "StreamsServed"]
+
+#: The cluster's host on a simulated network (:class:`~tenure.testing.sim.SimNetwork`).
+ETCD_HOST: Final = "etcd"
 
 _CODE = grpc.StatusCode
 _REFUSED: Final = (
@@ -45,19 +52,20 @@ class ServedStream:
 
 
 class StreamsServed(ABC):
-    """The streams of a simulated etcd cluster (module docstring): what the cluster
-    gives them is :class:`~tenure.testing.sim.etcd._stubs.SimEtcd`'s."""
+    """The streams of a simulated etcd cluster (module docstring), and how any message
+    of the cluster's crosses to a client (:meth:`_carry`): what the cluster gives them
+    is :class:`~tenure.testing.sim.etcd._stubs.SimEtcd`'s."""
 
     store: SimEtcdStore
     members: dict[str, int]
     rng: random.Random
     progress_interval: float
+    loop: asyncio.AbstractEventLoop
+    network: SimNetwork | None
+    latency: float
+    jitter: float
     _streams: dict[SimStreamCall, ServedStream]
     _watch_streams: dict[int, ServedStream]
-
-    @abstractmethod
-    def now(self) -> float:
-        """The cluster's time."""
 
     @abstractmethod
     def is_up(self, endpoint: str) -> bool:
@@ -67,15 +75,20 @@ class StreamsServed(ABC):
     def _changed(self) -> None:
         """After any change: send what the watches have to say, set the timers."""
 
-    @abstractmethod
+    def now(self) -> float:
+        """The cluster's time: the loop's, read outside any simulated process (whose
+        own clock may be off)."""
+        return contextvars.Context().run(self.loop.time)
+
     def _latency(self) -> float:
         """One crossing's latency, drawn."""
+        return self.latency + self.rng.uniform(0.0, self.jitter)
 
-    @abstractmethod
     def _at(self, when: float, callback: Callable[..., object], *args: Any) -> asyncio.TimerHandle:
-        """``callback`` at ``when``, in no process's context."""
+        """``callback`` at ``when``, in no process's context (the cluster runs while its
+        clients are paused)."""
+        return self.loop.call_at(when, callback, *args, context=contextvars.Context())
 
-    @abstractmethod
     def _carry(
         self,
         host: str | None,
@@ -85,7 +98,15 @@ class StreamsServed(ABC):
         callback: Callable[..., object],
         *args: Any,
     ) -> None:
-        """A message between the cluster and a client's host."""
+        """A message between the cluster and a client on ``host`` (None: of no simulated
+        host), to the cluster or from it, over the network if there is one (SimEtcd's
+        docstring); ``lane``: the stream whose messages keep their order."""
+        if self.network is None or host is None:
+            self._at(when, callback, *args)
+        elif to_cluster:
+            self.network.carry(host, ETCD_HOST, lane, when, callback, *args)
+        else:
+            self.network.carry(ETCD_HOST, host, lane, when, callback, *args)
 
     # -- streams ------------------------------------------------------------------------------
 

@@ -47,7 +47,6 @@ off; the Maintenance and Cluster APIs answer UNIMPLEMENTED.
 from __future__ import annotations
 
 import asyncio
-import contextvars
 import hashlib
 import itertools
 import math
@@ -69,7 +68,7 @@ from tenure.testing.sim.etcd._calls import (
 )
 from tenure.testing.sim.etcd._keyspace import REQUEST_TOO_LARGE, EtcdRpcError
 from tenure.testing.sim.etcd._store import SimEtcdStore
-from tenure.testing.sim.etcd._streams_served import ServedStream, StreamsServed
+from tenure.testing.sim.etcd._streams_served import ETCD_HOST, ServedStream, StreamsServed
 
 if TYPE_CHECKING:
     from tenure.testing.sim._network import SimNetwork
@@ -77,8 +76,6 @@ if TYPE_CHECKING:
 __all__ = ["ETCD_HOST", "GRPC_OVERHEAD", "MAX_REQUEST_BYTES", "SimEtcd"]
 
 #: The cluster's host on the simulated network.
-ETCD_HOST: Final = "etcd"
-
 #: etcd's --max-request-bytes, and what its gRPC server takes above it.
 MAX_REQUEST_BYTES: Final = 1536 * 1024
 GRPC_OVERHEAD: Final = 512 * 1024
@@ -147,11 +144,6 @@ class SimEtcd(StreamsServed):
             "Lease/LeaseLeases": (rpc_pb2.LeaseLeasesRequest, store.lease_leases, False),
             "Auth/Authenticate": (rpc_pb2.AuthenticateRequest, _auth_off, False),
         }
-
-    def now(self) -> float:
-        """The cluster's time: the loop's, read outside any simulated process (whose
-        own clock may be off)."""
-        return contextvars.Context().run(self.loop.time)
 
     # -- what a test or a nemesis does ----------------------------------------------------
 
@@ -276,32 +268,6 @@ class SimEtcd(StreamsServed):
         return self.store.lease_time_to_live(request, self.now())
 
     # -- etcd's timers ------------------------------------------------------------------------
-
-    def _at(self, when: float, callback: Callable[..., object], *args: Any) -> asyncio.TimerHandle:
-        # (in no process's context: the cluster runs while its clients are paused)
-        return self.loop.call_at(when, callback, *args, context=contextvars.Context())
-
-    def _carry(
-        self,
-        host: str | None,
-        to_cluster: bool,
-        lane: object | None,
-        when: float,
-        callback: Callable[..., object],
-        *args: Any,
-    ) -> None:
-        """A message between the cluster and a client on ``host`` (None: of no simulated
-        host), to the cluster or from it, over the network if there is one (module
-        docstring); ``lane``: the stream whose messages keep their order."""
-        if self.network is None or host is None:
-            self._at(when, callback, *args)
-        elif to_cluster:
-            self.network.carry(host, ETCD_HOST, lane, when, callback, *args)
-        else:
-            self.network.carry(ETCD_HOST, host, lane, when, callback, *args)
-
-    def _latency(self) -> float:
-        return self.latency + self.rng.uniform(0.0, self.jitter)
 
     def _changed(self) -> None:
         """After any change: send what the watches have to say, set the timers."""
