@@ -27,7 +27,8 @@ A client (its own connection through its door, its own session, process label
   ``leave`` of the member it has there; ``members()`` (``members``: ``ok`` with the
   ids). A member that ends with its session is a ``leave`` invoked at the join seen,
   as a lock's loss;
-* where the config lists some, a **semaphore** of :data:`SEMAPHORES`'s limit:
+* where the config lists some, a **semaphore** of
+  :data:`~tenure.testing.workload.SEMAPHORES`'s limit:
   ``session.acquire(name, count)`` of 1 to :data:`MAX_COUNT` tokens, held and
   released as a lock (the ``semaphore`` model, the ``acquire``'s value its count),
   or ``describe(owners=True)`` (``holders``: ``ok`` with the owners' tokens);
@@ -218,8 +219,9 @@ class LinClient(Recorder):
         await self._hold(session, "mutex", key, None, take)
 
     async def hold_semaphore(self, session: tenure.Session) -> None:
-        """``acquire(name, count)`` of a semaphore of :data:`SEMAPHORES`'s limit, a hold,
-        ``release()``: the ``semaphore`` model, its value the count."""
+        """``acquire(name, count)`` of a semaphore (its limit
+        :data:`~tenure.testing.workload.SEMAPHORES`'s), a hold, ``release()``: the
+        ``semaphore`` model, its value the count."""
         key, count = self.rng.choice(self.config.semaphores), self.rng.randint(1, MAX_COUNT)
 
         def take() -> Awaitable[tenure.Lease]:
