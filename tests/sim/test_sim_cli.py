@@ -106,3 +106,15 @@ def test_seeds_of_the_cluster_hold(tmp_path: Path) -> None:
     )  # fmt: skip
     assert status == 0, out
     assert "20 runs, 0 broke a rule" in out
+
+
+def test_what_a_crash_leaves_unawaited_is_not_warned_of(tmp_path: Path) -> None:
+    # Seed 2001 crashes a member while a finally block of its would await a store's
+    # close: a kill -9 runs none; the simulation closes the coroutine, silently.
+    args = ("--target", "cluster", "--seed", "2001", "--minutes", "0.5", "--clients", "4")
+    status, out = sim(*args, cwd=tmp_path)
+    assert status == 0, out
+    faults = re.search(r"^faults: (.*)$", out, re.MULTILINE)
+    assert faults is not None, out
+    assert " crash" in faults.group(1), out
+    assert "never awaited" not in out, out

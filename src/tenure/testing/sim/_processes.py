@@ -159,10 +159,12 @@ class ProcessTable:
         the collector finds it, after the run."""
         coro = task.get_coro()
         # In its process's context: what its finally blocks schedule is dropped (it is
-        # dead); what they raise concerns nobody.
+        # dead); what they raise concerns nobody, nor a coroutine they make and cannot
+        # await while closing (a kill -9 runs no finally block at all).
         context = contextvars.copy_context()
         context.run(PROCESS.set, self._tasks.get(task))
-        with contextlib.suppress(BaseException):
+        with contextlib.suppress(BaseException), warnings.catch_warnings():
+            warnings.filterwarnings("ignore", r"coroutine .* was never awaited", RuntimeWarning)
             context.run(coro.close)
         self.graveyard.append(task)  # (its collection's "destroyed pending" is expected)
 
