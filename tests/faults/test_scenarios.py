@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from tenure.testing.workload import FACE_MODELS, MODELS
+from tenure.testing.workload import MODELS
 from tests.etcd.fixtures import require_etcd
 from tests.faults.conftest import require_netns, require_tools
 from tests.postgres.fixtures import require_postgres
@@ -182,8 +182,6 @@ async def test_the_linearizable_scenario_checks_every_model(
     checked = verdict.stats["linearizability"]
     ydb = YDB in target.capabilities
     for model in MODELS:
-        if model in FACE_MODELS and not ydb:
-            continue
         assert checked[model]["verdict"] == "linearizable", checked
         assert checked[model]["checked_operations"] >= 100, checked
         assert (tmp_path / "lincheck" / f"{model}.jsonl").exists()

@@ -37,7 +37,7 @@ from tests.netproxy import NetProxy
 
 import tenure
 from tenure.errors import AlreadyExistsError
-from tenure.testing.workload import LinConfig
+from tenure.testing.workload import SEMAPHORES, LinConfig
 from tools.faults.check_lin_workload import check_progress, check_workload
 from tools.faults.checker import check
 from tools.faults.harness import HARNESS, NODE, Outcome, create_node, heal, spawn, stop_workers
@@ -55,6 +55,9 @@ COUNTERS: Final = [f"cnt-{n}" for n in range(2)]
 MUTEXES: Final = [f"mtx-{n}" for n in range(3)]
 GROUPS: Final = [f"grp-{n}" for n in range(2)]
 MEMBER_IDS: Final = [f"id-{n}" for n in range(4)]
+#: The native semaphores (their limits: the workload's SEMAPHORES) and elections.
+NATIVE_SEMAPHORES: Final = ["sem-0"]
+ELECTIONS: Final = ["elc-0"]
 #: The mutexes taken through dflockd's face (tools/faults/lin_dflockd.py), where served.
 DFLOCKD_KEYS: Final = [f"dfl-{n}" for n in range(2)]
 #: Workers whose first client watches a register.
@@ -69,6 +72,9 @@ async def _create_registers(url: str) -> None:
             for name in REGISTERS:
                 with contextlib.suppress(AlreadyExistsError):
                     await session.semaphore(name).create(limit=1, data=b"0")
+            for name in NATIVE_SEMAPHORES:
+                with contextlib.suppress(AlreadyExistsError):
+                    await session.semaphore(name).create(limit=SEMAPHORES[name])
 
 
 class _Answers:
@@ -149,7 +155,8 @@ async def run_linearizable(
                 index=index, doors=doors, node=NODE, clients=scenario.clients,
                 out_dir=str(lin_dir), history=str(history_dir / f"w{index}.jsonl"),
                 seed=seed * 1000 + index, registers=REGISTERS, counters=COUNTERS,
-                mutexes=MUTEXES, groups=GROUPS, member_ids=MEMBER_IDS, window=scenario.window,
+                mutexes=MUTEXES, groups=GROUPS, member_ids=MEMBER_IDS,
+                semaphores=NATIVE_SEMAPHORES, elections=ELECTIONS, window=scenario.window,
                 hold=scenario.hold, pause_every=PAUSE_EVERY if index == 0 else 0.0,
                 watchers=1 if index < WATCHING_WORKERS else 0,
             )  # fmt: skip

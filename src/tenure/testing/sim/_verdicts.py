@@ -36,7 +36,6 @@ from typing import Any, Final
 from tenure.testing import lincheck
 from tenure.testing.sim._workload import SimNotes
 from tenure.testing.workload import (
-    FACE_MODELS,
     MODELS,
     close_holds,
     read_events,
@@ -65,14 +64,11 @@ def watched(lin_dir: Path) -> list[lincheck.WatchRecord]:
 
 
 def merged_histories(lin_dir: Path) -> dict[str, list[dict[str, Any]]]:
-    """Each model's events, merged and closed, in the order of the models (a face's
-    model, which no client recorded, left out)."""
-    found = {}
-    for model in MODELS:
-        events = close_holds(model, read_events(sorted(lin_dir.glob(f"w*-{model}.jsonl"))))
-        if events or model not in FACE_MODELS:
-            found[model] = events
-    return found
+    """Each model's events, merged and closed, in the order of the models."""
+    return {
+        model: close_holds(model, read_events(sorted(lin_dir.glob(f"w*-{model}.jsonl"))))
+        for model in MODELS
+    }
 
 
 def judge(

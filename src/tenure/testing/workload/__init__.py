@@ -13,7 +13,6 @@ watchers' files as lincheck's watch records).
 """
 
 from tenure.testing.workload._books import (
-    FACE_MODELS,
     MODELS,
     SEMAPHORES,
     YDB_MARK,
@@ -38,7 +37,6 @@ from tenure.testing.workload._watcher import RegisterWatcher
 
 __all__ = [
     "ANSWER_LOST",
-    "FACE_MODELS",
     "KEYS_OF",
     "MAX_COUNT",
     "MAX_MEMBERS",

@@ -2,8 +2,9 @@
 
 A worker process keeps one :class:`~tenure.testing.lincheck.HistoryWriter` per model
 (``w<index>-<model>.jsonl``: ``register``, ``counter``, ``mutex``, ``membership``, and
-``semaphore``, whose holds YDB's face makes (the fault suite's ``tools/faults/lin_ydb.py``)
-and the simulation's native semaphores; an election's leadership is a ``mutex``'s) and
+``semaphore``, whose holds the native clients make, and YDB's face where the target
+serves it: the fault suite's ``tools/faults/lin_ydb.py``; an election's leadership is a
+``mutex``'s) and
 one per watcher (``watch-w<index>c<n>.jsonl``, the ``watch`` events' shape in
 :mod:`tenure.testing.workload._watcher`), all in one directory of the run. Every event's time is
 the clock the books are given, in nanoseconds (the fault suite's: the raw
@@ -34,7 +35,7 @@ from typing import Any, Final
 from tenure.testing.lincheck import HistoryWriter
 
 #: The semaphores held, with their limits: through YDB's face (the fault suite's
-#: ``tools/faults/lin_ydb.py``), and natively (the simulation's ``sem-0``).
+#: ``tools/faults/lin_ydb.py``), and natively (``sem-0``: the workload's semaphore steps).
 SEMAPHORES: Final = {"ydb-mtx": 1, "ydb-sem": 3, "sem-0": 3}
 #: The models a worker records, with the header of each one's files.
 MODELS: Final[dict[str, dict[str, Any] | None]] = {
@@ -44,10 +45,6 @@ MODELS: Final[dict[str, dict[str, Any] | None]] = {
     "membership": None,
     "semaphore": {"limit": SEMAPHORES},
 }
-#: The models a workload may not record at all (the fault suite's semaphores are held
-#: only through YDB's face; the simulation's natively): one with no operation at all is
-#: not checked.
-FACE_MODELS: Final = frozenset({"semaphore"})
 #: What marks the process ids of a client's operations through YDB's face.
 YDB_MARK: Final = ".y"
 
