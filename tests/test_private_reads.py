@@ -80,8 +80,9 @@ FRIENDS: tuple[Friend, ...] = (
     Friend(
         "tenure.testing.sim._loop",
         "asyncio.selector_events",
-        ("_sock", "_closing"),
-        "a crashed process's transport: its socket gone, nothing to close or warn of",
+        ("_sock", "_closing", "_conn_lost"),
+        "a crashed process's transport: its socket gone, nothing to close or warn of, "
+        "a write to it dropped as after a lost connection",
     ),
     Friend(
         "tenure.testing.sim._loop",

@@ -12,6 +12,7 @@ from typing import TypeVar
 import pytest
 
 from tenure.testing.sim import SimDeadlockError, SimLoop
+from tenure.testing.sim._run import end_every_task
 
 T = TypeVar("T")
 
@@ -213,3 +214,34 @@ def test_a_peer_that_does_not_read_makes_the_writer_wait() -> None:
     # read (256 KiB at most), its reader's buffer (twice its 64 KiB limit before it
     # stops reading), the client transport's high-water mark (64 KiB), the last write.
     assert (1 << 20) <= written <= (1 << 20) + 8 * 65536
+
+
+def test_a_write_on_a_killed_process_connection_is_dropped_silently() -> None:
+    # What a dead process's finally block writes, run as the run's end closes its
+    # coroutine (cluster seed 2354: "Fatal write error on socket transport", an
+    # AttributeError of nobody's), is dropped as after a lost connection.
+    async def main(loop: SimLoop) -> list[dict[str, object]]:
+        reported: list[dict[str, object]] = []
+        loop.set_exception_handler(lambda _, context: reported.append(context))
+        server = await asyncio.start_server(_never_reads, "server", 7001)
+        connected: asyncio.Future[asyncio.StreamWriter] = loop.create_future()
+
+        async def client() -> None:
+            _, writer = await asyncio.open_connection("server", 7001)
+            connected.set_result(writer)
+            await asyncio.sleep(3600)
+
+        loop.processes.spawn(loop.processes.new("c0"), client())
+        writer = await connected
+        loop.crash("c0")
+        writer.write(b"from a finally block of the dead")
+        await asyncio.sleep(1)
+        server.close()
+        return reported
+
+    loop = SimLoop(5)
+    try:
+        assert loop.run_until_complete(main(loop)) == []
+    finally:  # (a killed process's task never ends: the run's end buries it)
+        loop.run_until_complete(end_every_task(loop))
+        loop.close()

@@ -291,9 +291,12 @@ class SimLoop(asyncio.SelectorEventLoop):
                 self._remove_reader(fd)  # type: ignore[attr-defined]
                 self._remove_writer(fd)  # type: ignore[attr-defined]
                 # (asyncio's own: what its collection, and its stream writer's, would
-                # close, or warn of, after the run)
+                # close, or warn of, after the run; and a write from a finally block of
+                # the dead, closed by the run's end, is dropped as after a lost
+                # connection, not a write to no socket at all: an error of nobody's)
                 transport._sock = None
                 transport._closing = True
+                transport._conn_lost = 1
                 transports.pop(fd, None)
 
     # -- the order among ready tasks ------------------------------------------------------

@@ -22,6 +22,7 @@ import asyncio
 import contextlib
 import contextvars
 import gc
+import itertools
 import warnings
 import weakref
 from collections import deque
@@ -74,6 +75,9 @@ class ProcessTable:
         self._tasks: weakref.WeakKeyDictionary[asyncio.Task[Any], SimProcess] = (
             weakref.WeakKeyDictionary()
         )
+        #: Each task's place in the order the run made them (:meth:`in_order`).
+        self._born: weakref.WeakKeyDictionary[asyncio.Task[Any], int] = weakref.WeakKeyDictionary()
+        self._births = itertools.count()
 
     def make_task(
         self,
@@ -84,6 +88,7 @@ class ProcessTable:
         """The loop's task factory: a task, and whose it is (asyncio's C tasks do not
         show their context)."""
         task = asyncio.Task(coro, loop=loop, context=context)
+        self._born[task] = next(self._births)
         process = PROCESS.get() if context is None else context.get(PROCESS)
         if process is not None:
             self._tasks[task] = process
@@ -148,6 +153,12 @@ class ProcessTable:
             self.graveyard.clear()
             gc.unfreeze()  # (what a cluster leader's takeover froze: gc.freeze)
             gc.collect()
+
+    def in_order(self, tasks: Iterable[asyncio.Task[Any]]) -> list[asyncio.Task[Any]]:
+        """``tasks`` in the order the run made them: ``asyncio.all_tasks()`` is a set,
+        ordered by the objects' addresses, which a process that ran other seeds first
+        lays out otherwise (a run's end went another way in a batch: cluster seed 2354)."""
+        return sorted(tasks, key=lambda task: self._born.get(task, -1))
 
     def of_task(self, task: asyncio.Task[Any]) -> SimProcess | None:
         """The process ``task`` belongs to."""

@@ -273,7 +273,7 @@ async def end_every_task(loop: SimLoop) -> None:
     the same way, in the next round (at most :data:`END_ROUNDS`)."""
     ended: set[asyncio.Task[object]] = {asyncio.current_task()}  # type: ignore[arg-type]
     for _ in range(END_ROUNDS):
-        left = [task for task in asyncio.all_tasks() if task not in ended]
+        left = loop.processes.in_order(t for t in asyncio.all_tasks() if t not in ended)
         if not left:
             return
         running = []
