@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, Final
 import tenure
 from tenure.errors import AlreadyExistsError
 from tenure.testing.workload import SEMAPHORES as LIMITS
-from tenure.testing.workload import Books, LinClient, LinConfig, RegisterWatcher
+from tenure.testing.workload import Books, LinClient, LinConfig, RegisterWatcher, Resume
 
 if TYPE_CHECKING:
     from tenure.testing.sim._loop import SimLoop
@@ -133,7 +133,7 @@ class SimClients:
     :meth:`~tenure.testing.workload.LinConfig.door_of`). A client killed
     (:meth:`crash`) is started again (:meth:`restart`) as a new worker of the workload
     (``w<generation>c<n>``: its process ids are new, its files its own), as a process
-    restarted by its supervisor would be."""
+    restarted by its supervisor would be, taking its predecessor's session back."""
 
     def __init__(
         self,
@@ -149,6 +149,8 @@ class SimClients:
         self.clients, self.notes, self.stop = clients, notes, stop
         self.watchers = watchers(clients)
         self.tasks: dict[int, asyncio.Task[None]] = {}
+        #: Each client's loop now (a killed one's until it is started again).
+        self.runners: dict[int, LinClient | RegisterWatcher] = {}
         #: Each client's worker generation (its label's ``w<generation>``).
         self.generation = dict.fromkeys(range(clients), 0)
         #: The labels of the clients killed (what they left unanswered is nobody's).
@@ -168,7 +170,7 @@ class SimClients:
         for number in range(self.clients):
             self._start(number)
 
-    def _start(self, number: int) -> None:
+    def _start(self, number: int, resume: Resume | None = None) -> None:
         generation = self.generation[number]
         config = LinConfig(
             index=generation, doors=self.doors, node=NODE, clients=self.clients,
@@ -187,8 +189,9 @@ class SimClients:
         runner = (
             RegisterWatcher(config, number, books, self.notes)
             if number < self.watchers
-            else LinClient(config, number, books, pauses, self.notes)
+            else LinClient(config, number, books, pauses, self.notes, resume=resume)
         )
+        self.runners[number] = runner
         process = self.loop.processes.new(host)
         self.tasks[number] = self.loop.processes.spawn(process, runner.run(self.stop))
 
@@ -199,9 +202,13 @@ class SimClients:
         self.tasks.pop(number, None)
 
     def restart(self, number: int) -> None:
-        """Start client ``number`` again, as a new worker generation."""
+        """Start client ``number`` again, as a new worker generation, which takes back
+        the session its predecessor had last, by its ticket, if it had one (a process
+        that restarts within the recovery window resumes with all it held)."""
+        killed = self.runners.get(number)
+        resume = killed.resumable() if isinstance(killed, LinClient) else None
         self.generation[number] = max(self.generation.values()) + 1
-        self._start(number)
+        self._start(number, resume=resume)
 
     def running(self) -> list[asyncio.Task[None]]:
         """The tasks of the clients alive."""

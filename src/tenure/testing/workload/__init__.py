@@ -22,7 +22,15 @@ from tenure.testing.workload._books import (
     through_ydb,
     watch_file,
 )
-from tenure.testing.workload._client import KEYS_OF, MAX_COUNT, MAX_MEMBERS, STEPS, LinClient, Step
+from tenure.testing.workload._client import (
+    KEYS_OF,
+    MAX_COUNT,
+    MAX_MEMBERS,
+    STEPS,
+    LinClient,
+    Resume,
+    Step,
+)
 from tenure.testing.workload._config import LinConfig
 from tenure.testing.workload._merge import close_holds, read_events, watch_records
 from tenure.testing.workload._recording import (
@@ -53,6 +61,7 @@ __all__ = [
     "ProcessIds",
     "Recorder",
     "RegisterWatcher",
+    "Resume",
     "SessionGoneError",
     "Step",
     "close_holds",

@@ -46,9 +46,12 @@ the telling, which nobody observes (a ``members()`` read may still show the memb
 after its client was told).
 
 A lost answer, a lost session and a ``release()`` or ``leave()`` that returned are
-recorded by :class:`~tenure.testing.workload._recording.Recorder`'s rules. Every wait
-is bounded; the loop stops with the worker, or after
-:attr:`LinConfig.max_ops` operations.
+recorded by :class:`~tenure.testing.workload._recording.Recorder`'s rules. A client started again
+after its process was killed (the simulation's ``crash-client``) may be given its
+predecessor's session ticket (``resume``): it takes that session back, and releases
+the holds it finds there (each a ``release`` of the token its predecessor was
+granted), then goes on as any client. Every wait is bounded; the loop stops with the
+worker, or after :attr:`LinConfig.max_ops` operations.
 """
 
 from __future__ import annotations
@@ -57,6 +60,7 @@ import asyncio
 import contextlib
 import traceback
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import Final
 
 import tenure
@@ -77,6 +81,16 @@ MAX_MEMBERS: Final = 64
 MAX_COUNT: Final = 2
 
 
+@dataclass(frozen=True)
+class Resume:
+    """A killed client's session, for the client started in its place: its ticket,
+    when it opened (ns, the books' clock) and the grants its client recorded ``ok``."""
+
+    ticket: str
+    opened: int
+    granted: frozenset[tuple[str, int]]
+
+
 class LinClient(Recorder):
     """One client's loop (see the module docstring)."""
 
@@ -88,8 +102,14 @@ class LinClient(Recorder):
         pauses: Pauses,
         recorder: Notes,
         steps: dict[str, tuple[Step, int]] | None = None,
+        resume: Resume | None = None,
     ) -> None:
         super().__init__(config, number, books, pauses, recorder)
+        #: A session to take back first (a restarted client's: its predecessor's,
+        #: module docstring), and when this client's session opened (ns).
+        self.resume = resume
+        self.ticket: str | None = None
+        self.opened = 0
         #: The steps it draws from, with their weights (:data:`STEPS` by default), less
         #: those whose keys the config has none of.
         self.steps = {
@@ -122,13 +142,24 @@ class LinClient(Recorder):
                         await client.aclose()
 
     async def _one_session(self, client: tenure.Client, stop: asyncio.Event) -> None:
+        resume, self.resume = self.resume, None  # (tried once)
         try:
             async with asyncio.timeout(self.config.op_timeout):
-                session = await client.session(self.config.node, recovery_window=self.config.window)
+                if resume is None:
+                    opening = client.session(self.config.node, recovery_window=self.config.window)
+                else:
+                    opening = client.session(self.config.node, resume=resume.ticket)
+                session = await opening
         except (TenureError, OSError, TimeoutError) as error:
-            self.rec.note(self.label, "session-failed", error=repr(error))
+            self.rec.note(self.label, "session-failed", error=repr(error), resume=bool(resume))
             await _sleep_unless(stop, self.rng.uniform(0.1, 0.3))
             return
+        self.ticket, self.opened = None, self.books.now_ns()
+        with contextlib.suppress(TenureError):  # (a backend that cannot resume sessions)
+            self.ticket = session.ticket().to_str()
+        if resume is not None:
+            self.opened = resume.opened  # (the same session)
+            await self._release_resumed(session, resume)
         steps = list(self.steps)
         weights = [self.steps[name][1] for name in steps]
         try:
@@ -145,6 +176,47 @@ class LinClient(Recorder):
             with contextlib.suppress(TenureError, OSError, TimeoutError):
                 async with asyncio.timeout(10.0):
                     await session.close()
+
+    def resumable(self) -> Resume | None:
+        """What a client started in this one's place needs to take its session back
+        (None: it has none, or the backend cannot resume sessions)."""
+        if self.ticket is None:
+            return None
+        return Resume(self.ticket, self.opened, frozenset(self.granted))
+
+    async def _release_resumed(self, session: tenure.Session, resume: Resume) -> None:
+        """Release the holds a session taken back kept (its predecessor's grants, tokens
+        unchanged): each a ``release`` of its model by this client. A grant its
+        predecessor never heard of (its acquire unanswered when it was killed) is first
+        an ``acquire`` of this client, invoked when the session opened and answered
+        now: it was granted in between. What the session holds otherwise (a group's
+        member) ends with it."""
+        models = {
+            **dict.fromkeys(self.config.mutexes + self.config.elections, "mutex"),
+            **dict.fromkeys(self.config.semaphores, "semaphore"),
+        }
+        leases = [lease for lease in session.leases() if lease.name in models]
+        self.rec.note(self.label, "session-resumed", holds=[lease.token for lease in leases])
+        for lease in leases:
+            model = models[lease.name]
+            writer, process = self.books.writer(model), self.procs.current
+            if (lease.name, lease.token) not in resume.granted:
+                value = None if model == "mutex" else lease.count
+                self.books.record_at(
+                    resume.opened, model, "invoke", process, "acquire", value, lease.name
+                )
+                self.books.record_at(
+                    self.books.now_ns(), model, "ok", process, "acquire", lease.token, lease.name
+                )
+            writer.invoke(process, "release", lease.token, lease.name)
+            try:
+                async with asyncio.timeout(self.config.op_timeout):
+                    await lease.release()
+            except ANSWER_LOST:
+                writer.info(process, "release", lease.token, lease.name)
+                self.procs.unknown()
+                continue
+            self._record_end(session, lease, writer, process, "release", lease.token, lease.name)
 
     # -- registers --------------------------------------------------------------------
 

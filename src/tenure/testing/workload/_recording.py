@@ -85,6 +85,9 @@ class Recorder:
         self._values = 0
         self.last_read: dict[str, int] = {}
         self.members: dict[str, tenure.GroupMember] = {}
+        #: The grants recorded ``ok``, as (name, token): a session taken back holds
+        #: these, or others its client never heard of.
+        self.granted: set[tuple[str, int]] = set()
 
     # -- recording ------------------------------------------------------------------------
 
@@ -165,6 +168,7 @@ class Recorder:
             return
         seen = self.books.now_ns()
         self.books.record_at(seen, model, "ok", process, "acquire", lease.token, key)
+        self.granted.add((key, lease.token))
         self._on_loss(lease, model, "lost", key, lease.token, lease.token, seen)
         await asyncio.sleep(self.rng.uniform(*self.config.hold))
         await self.pauses.maybe(self.rng, self.label)
