@@ -125,3 +125,9 @@ class ProcessIds:
     def loss(self, key: str, token: int) -> str:
         """The process id of the loss of the hold of ``token`` on ``key``."""
         return f"{self.label}/lost-{key}-{token}"
+
+    def resumed(self, key: str, token: int) -> str:
+        """The process id of the release of the hold of ``token`` on ``key`` that a
+        session taken back kept (and of its grant, if the client before never heard
+        of it): one of its own, as it may begin before the client's others."""
+        return f"{self.label}/resumed-{key}-{token}"

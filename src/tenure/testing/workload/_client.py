@@ -199,7 +199,7 @@ class LinClient(Recorder):
         self.rec.note(self.label, "session-resumed", holds=[lease.token for lease in leases])
         for lease in leases:
             model = models[lease.name]
-            writer, process = self.books.writer(model), self.procs.current
+            writer, process = self.books.writer(model), self.procs.resumed(lease.name, lease.token)
             if (lease.name, lease.token) not in resume.granted:
                 value = None if model == "mutex" else lease.count
                 self.books.record_at(
@@ -214,7 +214,6 @@ class LinClient(Recorder):
                     await lease.release()
             except ANSWER_LOST:
                 writer.info(process, "release", lease.token, lease.name)
-                self.procs.unknown()
                 continue
             self._record_end(session, lease, writer, process, "release", lease.token, lease.name)
 
