@@ -21,7 +21,8 @@ are used from one thread, its event loop).
 A client's process ids are its label (``w0c1``) and a generation after each
 operation whose outcome is unknown (``w0c1.3``: that one may still be in flight, so
 the client's next is another process's, lincheck's rule); a loss has a process of its
-own (``w0c1/lost-<key>-<token>``), since it spans the client's other steps. What a client
+own (``w0c1/lost-<key>-<token>``), since it spans the client's other steps, and so has
+the release of a hold a session taken back kept (``w0c1/resumed-<key>-<token>``). What a client
 does through YDB's face has process ids of their own, marked (``w0c1.y``, ``w0c1.y.2``:
 :func:`through_ydb`), sequential with the client's others all the same.
 """
