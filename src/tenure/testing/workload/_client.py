@@ -68,7 +68,6 @@ from tenure.errors import AlreadyExistsError, LimitExceededError, NotFoundError,
 from tenure.testing.workload._books import Books
 from tenure.testing.workload._config import LinConfig
 from tenure.testing.workload._recording import (
-    ANSWER_LOST,
     Notes,
     Pauses,
     Recorder,
@@ -208,14 +207,7 @@ class LinClient(Recorder):
                 self.books.record_at(
                     self.books.now_ns(), model, "ok", process, "acquire", lease.token, lease.name
                 )
-            writer.invoke(process, "release", lease.token, lease.name)
-            try:
-                async with asyncio.timeout(self.config.op_timeout):
-                    await lease.release()
-            except ANSWER_LOST:
-                writer.info(process, "release", lease.token, lease.name)
-                continue
-            self._record_end(session, lease, writer, process, "release", lease.token, lease.name)
+            await self._end(session, lease, writer, process, "release", lease.token, lease.name)
 
     # -- registers --------------------------------------------------------------------
 
@@ -339,16 +331,7 @@ class LinClient(Recorder):
         writer = self.books.writer("membership")
         member = self.members.pop(group, None)
         if member is not None:
-            process = self.procs.current
-            writer.invoke(process, "leave", member.id, group)
-            try:
-                async with asyncio.timeout(self.config.op_timeout):
-                    await member.leave()
-            except ANSWER_LOST:
-                writer.info(process, "leave", member.id, group)
-                self.procs.unknown()
-                return
-            self._record_end(session, member, writer, process, "leave", member.id, group)
+            await self._end(session, member, writer, self.procs.current, "leave", member.id, group)
             return
         ident = self.rng.choice(self.config.member_ids)
 

@@ -172,16 +172,29 @@ class Recorder:
         self._on_loss(lease, model, "lost", key, lease.token, lease.token, seen)
         await asyncio.sleep(self.rng.uniform(*self.config.hold))
         await self.pauses.maybe(self.rng, self.label)
-        process = self.procs.current
-        writer.invoke(process, "release", lease.token, key)
+        await self._end(session, lease, writer, self.procs.current, "release", lease.token, key)
+
+    async def _end(
+        self,
+        session: tenure.Session,
+        held: tenure.Lease | tenure.GroupMember,
+        writer: HistoryWriter,
+        process: str,
+        f: str,
+        value: Any,
+        key: str,
+    ) -> None:
+        """``release()`` or ``leave()`` (``f``) of ``held``, recorded: ``info`` if its
+        answer was lost, else as :meth:`_record_end` says."""
+        writer.invoke(process, f, value, key)
         try:
             async with asyncio.timeout(self.config.op_timeout):
-                await lease.release()
+                await (held.leave() if isinstance(held, tenure.GroupMember) else held.release())
         except ANSWER_LOST:
-            writer.info(process, "release", lease.token, key)
+            writer.info(process, f, value, key)
             self.procs.unknown()
             return
-        self._record_end(session, lease, writer, process, "release", lease.token, key)
+        self._record_end(session, held, writer, process, f, value, key)
 
     def _record_end(
         self,
