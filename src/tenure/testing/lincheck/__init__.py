@@ -56,7 +56,8 @@ from tenure.testing.lincheck._history import (
     from_events,
     read_jsonl,
 )
-from tenure.testing.lincheck._models import MODELS, Model
+from tenure.testing.lincheck._model import Model
+from tenure.testing.lincheck._models import MODELS
 from tenure.testing.lincheck._search import (
     LINEARIZABLE,
     NOT_LINEARIZABLE,

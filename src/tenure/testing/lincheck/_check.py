@@ -18,7 +18,8 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from tenure.testing.lincheck._history import History, HistoryError, Operation
-from tenure.testing.lincheck._models import MODELS, Model
+from tenure.testing.lincheck._model import Model
+from tenure.testing.lincheck._models import MODELS
 from tenure.testing.lincheck._search import (
     LINEARIZABLE,
     NOT_LINEARIZABLE,

@@ -34,7 +34,7 @@ from typing import Final
 from tenure.testing.lincheck._check import CheckResult
 from tenure.testing.lincheck._history import History, Operation
 from tenure.testing.lincheck._html_assets import SCRIPT, STYLE, legend
-from tenure.testing.lincheck._models import State
+from tenure.testing.lincheck._model import State
 from tenure.testing.lincheck._search import LINEARIZABLE, NOT_LINEARIZABLE, UNKNOWN, KeyResult
 from tenure.testing.lincheck._timeline import (
     CHAR_W,

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from tenure.testing.lincheck._history import Operation
-from tenure.testing.lincheck._models import INERT, WATCH, Model, State, watch_step
+from tenure.testing.lincheck._model import INERT, WATCH, Model, State, watch_step
 
 #: Outcomes of one key's search.
 LINEARIZABLE: Final = "linearizable"

@@ -33,7 +33,7 @@ from typing import Any
 
 from tenure.testing.lincheck._check import CheckResult
 from tenure.testing.lincheck._history import OK, HistoryError, Operation
-from tenure.testing.lincheck._models import WATCH, Model
+from tenure.testing.lincheck._model import WATCH, Model
 from tenure.testing.lincheck._search import LINEARIZABLE, UNKNOWN, KeyResult, search
 
 

@@ -6,8 +6,9 @@ outcome unknown (:mod:`._client`'s and :mod:`._recording`'s docstrings).
 The fault suite's ``linearizable`` scenario runs it in worker processes against real
 servers; :mod:`tenure.testing.sim` runs it on simulated time. Its pieces:
 :class:`LinConfig` (what a worker is given), :class:`Books` (its lincheck files, on a
-clock it is given), :class:`LinClient` (one client's loop, :data:`STEPS`, over :class:`Recorder`'s
-rules), :class:`RegisterWatcher` (one that watches a register), :func:`read_events` and
+clock it is given), :class:`LinClient` (one client's loop, :data:`STEPS`, over
+:class:`LinRecorder`'s rules), :class:`RegisterWatcher` (one that watches a register),
+:func:`read_events` and
 :func:`close_holds` (a model's files as one history), :func:`watch_records` (the
 watchers' files as lincheck's watch records).
 """
@@ -36,9 +37,9 @@ from tenure.testing.workload._merge import close_holds, read_events, watch_recor
 from tenure.testing.workload._recording import (
     ANSWER_LOST,
     RETRIES,
+    LinRecorder,
     Notes,
     Pauses,
-    Recorder,
     SessionGoneError,
 )
 from tenure.testing.workload._watcher import RegisterWatcher
@@ -59,7 +60,7 @@ __all__ = [
     "Notes",
     "Pauses",
     "ProcessIds",
-    "Recorder",
+    "LinRecorder",
     "RegisterWatcher",
     "Resume",
     "SessionGoneError",

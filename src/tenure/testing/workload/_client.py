@@ -46,7 +46,7 @@ the telling, which nobody observes (a ``members()`` read may still show the memb
 after its client was told).
 
 A lost answer, a lost session and a ``release()`` or ``leave()`` that returned are
-recorded by :class:`~tenure.testing.workload._recording.Recorder`'s rules. A client started again
+recorded by :class:`~tenure.testing.workload._recording.LinRecorder`'s rules. A client started again
 after its process was killed (the simulation's ``crash-client``) may be given its
 predecessor's session ticket (``resume``): it takes that session back, and releases
 the holds it finds there (each a ``release`` of the token its predecessor was
@@ -68,9 +68,9 @@ from tenure.errors import AlreadyExistsError, LimitExceededError, NotFoundError,
 from tenure.testing.workload._books import Books
 from tenure.testing.workload._config import LinConfig
 from tenure.testing.workload._recording import (
+    LinRecorder,
     Notes,
     Pauses,
-    Recorder,
     SessionGoneError,
 )
 
@@ -90,7 +90,7 @@ class Resume:
     granted: frozenset[tuple[str, int]]
 
 
-class LinClient(Recorder):
+class LinClient(LinRecorder):
     """One client's loop (see the module docstring)."""
 
     def __init__(

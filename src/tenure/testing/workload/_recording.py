@@ -1,4 +1,4 @@
-"""How a client of the linearizable workload records its operations (:class:`Recorder`).
+"""How a client of the linearizable workload records its operations (:class:`LinRecorder`).
 
 The rules (:mod:`tenure.testing.workload._client` says what each step records): a
 request whose answer was lost (no answer within
@@ -8,11 +8,11 @@ new operation of a new process (:class:`~tenure.testing.workload._books.ProcessI
 :data:`RETRIES` times at most. A lost session (``LostError``) ends the step ``info``
 and the client opens a new session.
 
-A hold (a lock, a semaphore's tokens, an election's leadership: :meth:`Recorder._hold`)
+A hold (a lock, a semaphore's tokens, an election's leadership: :meth:`LinRecorder._hold`)
 is an ``acquire`` of its model, a while held, then a ``release``. A ``release()`` or
 ``leave()`` returns once the service applied it, or once the session ended (given up
 on the client's clock): the latter is recorded ``info``, as a loss the client declared
-itself, not ``ok`` when the call returned. A loss is recorded by :meth:`Recorder._on_loss`
+itself, not ``ok`` when the call returned. A loss is recorded by :meth:`LinRecorder._on_loss`
 (:mod:`tenure.testing.workload._client`'s docstring says how).
 """
 
@@ -29,7 +29,7 @@ from tenure.testing.lincheck import HistoryWriter
 from tenure.testing.workload._books import Books, ProcessIds
 from tenure.testing.workload._config import LinConfig
 
-__all__ = ["ANSWER_LOST", "RETRIES", "Notes", "Pauses", "Recorder", "SessionGoneError"]
+__all__ = ["ANSWER_LOST", "RETRIES", "Notes", "Pauses", "LinRecorder", "SessionGoneError"]
 
 T = TypeVar("T")
 
@@ -60,7 +60,7 @@ class Pauses(Protocol):
         client goes on after the pause, whatever else ran meanwhile."""
 
 
-class Recorder:
+class LinRecorder:
     """What a client of the workload records its operations with (the module
     docstring's rules): :class:`~tenure.testing.workload.LinClient` is one."""
 
