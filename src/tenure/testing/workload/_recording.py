@@ -185,7 +185,11 @@ class LinRecorder:
         key: str,
     ) -> None:
         """``release()`` or ``leave()`` (``f``) of ``held``, recorded: ``info`` if its
-        answer was lost, else as :meth:`_record_end` says."""
+        answer was lost; once it returned, ``fail`` if the service said the hold was lost
+        first (it held nothing by then); ``info`` if the session ended meanwhile, or the
+        client gave the hold up itself (the call returns then too, but the service may
+        keep the hold until it expires the session, later: module docstring; a read of
+        the holders may still show it); ``ok`` if the service applied it."""
         writer.invoke(process, f, value, key)
         try:
             async with asyncio.timeout(self.config.op_timeout):
@@ -194,24 +198,6 @@ class LinRecorder:
             writer.info(process, f, value, key)
             self.procs.unknown()
             return
-        self._record_end(session, held, writer, process, f, value, key)
-
-    def _record_end(
-        self,
-        session: tenure.Session,
-        held: tenure.Lease | tenure.GroupMember,
-        writer: HistoryWriter,
-        process: str,
-        f: str,
-        value: Any,
-        key: str,
-    ) -> None:
-        """Record how a ``release()`` or ``leave()`` that returned ended: ``fail`` if the
-        service said the hold was lost first (it held nothing by then); ``info`` if the
-        session ended meanwhile, or the client gave the hold up itself (the call returns
-        then too, but the service may keep the hold until it expires the session, later:
-        module docstring; a read of the holders may still show it); ``ok`` if the
-        service applied it."""
         if isinstance(held.lost_reason, LeaseLostError):
             writer.fail(process, f, value, key)
         elif held.lost_reason is not None or session.lost_reason is not None:
