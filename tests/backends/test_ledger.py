@@ -177,3 +177,22 @@ async def test_holds_of_one_semaphore_are_told_apart_by_number() -> None:
     del ledger.releasing["a", 0]
     assert ledger.free_hold("a") == 0
     assert ledger.free_hold("b") == 0
+
+
+async def test_a_grant_lost_while_its_release_was_on_its_way_is_its_release_s_answer() -> None:
+    # The store ended the grant (adopted by another session, its max_hold passed,
+    # deleted by force) before it applied the release: the release gives nothing back,
+    # and its answer is the loss (the simulation's seed 2 with 6 clients).
+    ledger = HoldLedger(SID)
+    pending = ledger.open(1, "a", 0)
+    ledger.granted(1, Grant(42, 1))
+    ledger.take(1, ("a", 0), pending.future.result())
+    ledger.releasing[("a", 0)] = ledger.held.pop(("a", 0))  # (what a release does first)
+    error = LeaseLostError("handed off")
+    assert ledger.lose(("a", 0), 41, error) is False  # (an older grant: not this one)
+    assert ledger.ended_first == {}
+    assert ledger.lose(("a", 0), 42, error) is False  # (not told: the answer tells it)
+    assert ledger.ended_first == {("a", 0): error}
+    assert ("a", 0) in ledger.releasing  # its number stays taken until the answer
+    ledger.end(UnavailableError("gone"))
+    assert ledger.ended_first == {}

@@ -17,6 +17,7 @@ call returned; every wait is bounded, nothing is timed.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import random
 import signal
@@ -28,7 +29,8 @@ from typing import Any
 import pytest
 
 import tenure
-from tenure.testing.workload import Books, LinClient, LinConfig, Pauses, model_file
+from tenure.testing import lincheck
+from tenure.testing.workload import Books, LinClient, LinConfig, Pauses, close_holds, model_file
 from tests.server.wire import ServerProcess
 from tools.faults.history import Recorder, now_ns
 from tools.faults.lin_client import LoopPauses
@@ -152,3 +154,93 @@ async def test_a_release_of_a_session_given_up_is_info(
     events = _events(tmp_path, "mutex")
     assert _ends(events, "acquire") == ["ok"]
     assert _ends(events, "release") == ["info"]
+
+
+# -- hand-off ----------------------------------------------------------------------------
+
+
+def _mutex_verdict(events: list[dict[str, Any]]) -> lincheck.CheckResult:
+    """lincheck's ``mutex`` model over ``events`` (a worker's mutex file), closed as the
+    fault suite and the simulation close it."""
+    closed = close_holds("mutex", events)
+    return lincheck.check(lincheck.from_events(enumerate(closed, start=1), "mutex"), "mutex")
+
+
+@asynccontextmanager
+async def _two_clients_on_a_server(
+    tmp_path: Path,
+) -> AsyncIterator[tuple[list[LinClient], list[tenure.Session], Books]]:
+    """A real server, its node, and two workload clients of one worker (their books, and
+    so their offers, shared), each with a session of its own."""
+    with ServerProcess(tmp_path / "data", "--idle-timeout", "0") as server:
+        config = dataclasses.replace(
+            _config(tmp_path, f"tenure://127.0.0.1:{server.port}"), clients=2
+        )
+        recorder = Recorder(tmp_path / "history.jsonl")
+        books = Books(tmp_path, 0, now_ns)
+        hook = LoopPauses(config, recorder)
+        lins = [LinClient(config, n, books, hook, recorder) for n in range(2)]
+        try:
+            async with tenure.connect(config.doors[0]) as client:
+                await client.create_node(NODE)
+                sessions = [await client.session(NODE, recovery_window=WINDOW) for _ in lins]
+                yield lins, sessions, books
+        finally:
+            books.close()
+            recorder.close()
+
+
+async def test_a_hold_handed_off_is_adopted_under_a_greater_token(tmp_path: Path) -> None:
+    async with _two_clients_on_a_server(tmp_path) as ([offering, adopting], sessions, books):
+        books.offers = offers = _Offers()
+
+        async def adopt_once_offered() -> None:
+            async with asyncio.timeout(30.0):
+                await offers.offered.wait()
+            await adopting.adopt_mutex(sessions[1])
+
+        await asyncio.gather(offering.hand_off_mutex(sessions[0]), adopt_once_offered())
+    events = _events(tmp_path, "mutex")
+    grants = [
+        (e["process"], e["value"]) for e in events if e["type"] == "ok" and e["f"] == "acquire"
+    ]
+    assert [process for process, _ in grants] == ["w0c0", "w0c1"], events
+    (_, offered), (_, adopted) = grants
+    assert adopted > offered  # the adopter's token: a new one, greater
+    # The offered hold may end from its offer on (a lost never completed), and its own
+    # release is no proof it held until then: the adoption ended it first.
+    assert any(
+        e["process"] == f"w0c0/offered-mtx-0-{offered}" and e["type"] == "invoke" for e in events
+    )
+    released = _ends([e for e in events if e["process"] == "w0c0"], "release")
+    assert released in (["fail"], ["info"]), events
+    assert _mutex_verdict(events).ok
+
+
+async def test_an_adoption_of_a_hold_released_first_fails(tmp_path: Path) -> None:
+    async with _two_clients_on_a_server(tmp_path) as ([offering, adopting], sessions, books):
+        books.offers = offers = _Offers()
+        await offering.hand_off_mutex(sessions[0])  # nobody adopts: it is released
+        assert offers.taken
+        assert not offers  # (withdrawn)
+        books.offers = list(offers.taken)  # (the offer withdrawn, adopted all the same)
+        await adopting.adopt_mutex(sessions[1])
+    events = _events(tmp_path, "mutex")
+    adopter = [e for e in events if e["process"].startswith("w0c1")]
+    assert _ends(adopter, "acquire") == ["fail"]
+    assert _mutex_verdict(events).ok
+
+
+class _Offers(list[tuple[str, str]]):
+    """A worker's offers that also keeps each one made (``taken``), and says when one
+    was made (``offered``)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.taken: list[tuple[str, str]] = []
+        self.offered = asyncio.Event()
+
+    def append(self, offer: tuple[str, str]) -> None:
+        self.taken.append(offer)
+        super().append(offer)
+        self.offered.set()

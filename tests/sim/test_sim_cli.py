@@ -27,7 +27,7 @@ FOUND_BY = {
     "stalled-release": ("server", 1, "linearizable:mutex"),
     "token-reset": ("server", 1, "linearizable:mutex"),
     "lost-swap": ("server", 1, "linearizable:register"),
-    "torn-record": ("server", 3, "restart"),
+    "torn-record": ("server", 1, "restart"),
     "failover-token-reset": ("cluster", 1, "linearizable:mutex"),
     "unfenced-append": ("cluster", 135, "unhandled"),
 }

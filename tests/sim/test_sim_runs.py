@@ -17,7 +17,8 @@ from tenure.testing.sim._cli import EXIT_BAD_INPUT, main
 from tenure.testing.sim._disk import SimDisk
 from tenure.testing.sim._run import SimOptions, SimResult, run_seed
 from tenure.testing.sim._shrink import rule_of, shrink
-from tenure.testing.sim._verdicts import Verdicts
+from tenure.testing.sim._verdicts import Verdicts, merged_histories, watched
+from tenure.testing.sim._workload import REGISTERS
 
 SHORT = SimOptions(3, minutes=0.5, clients=3)
 
@@ -29,6 +30,58 @@ def test_a_seed_gives_one_history_run_after_run() -> None:
     assert sum(first.verdicts.operations.values()) > 100  # (it did something)
     other = run_seed(dataclasses.replace(SHORT, seed=4))
     assert other.digest != first.digest
+
+
+@pytest.mark.parametrize(("seed", "through_cache"), [(3, True), (4, False)])
+def test_a_watcher_watches_one_register_or_every_one_through_a_cache(
+    seed: int, through_cache: bool, tmp_path: Path
+) -> None:
+    result = run_seed(dataclasses.replace(SHORT, seed=seed), tmp_path)
+    assert result.ok, result.verdicts.violations
+    records = watched(tmp_path / "lin")
+    assert result.verdicts.operations["watch"] == sum(len(r.seen) for r in records) > 10
+    keys = {record.key for record in records}
+    if through_cache:  # a process per register and cache: "w0c0.1/reg-0"
+        assert keys == set(REGISTERS)
+        assert all(r.watcher.rsplit("/", 1)[-1] == r.key for r in records)
+        for key in REGISTERS:  # each register's first state: the cache's at entry
+            assert any(r.key == key and r.seen for r in records), records
+    else:
+        assert len(keys) == 1
+        assert keys <= set(REGISTERS)
+        assert not any("/" in r.watcher for r in records)
+
+
+def test_a_release_that_crossed_an_adoption_is_told_lost(tmp_path: Path) -> None:
+    # Seed 2 with 6 clients (found by the simulation): a client offered its mutex
+    # (lease.handoff()), another adopted it, and the offering client, not told yet,
+    # released it. Its release() returned as if it had released and its lease said
+    # so: the mutex had two holders at once in the history (docs/guarantees.md 6g: the
+    # old holder is told as for any lost grant). Now the loss the server pushed while
+    # the release was on its way is the lease's lost_reason once release() returns:
+    # the release is a fail, the loss recorded as it was told, at the release's return.
+    result = run_seed(SimOptions(2, minutes=0.5, clients=6), tmp_path)
+    assert result.ok, result.verdicts.violations
+    events = merged_histories(tmp_path / "lin")["mutex"]
+    offered = {(e["key"], e["value"]) for e in events if "/offered-" in e["process"]}
+    invoked = {  # when each offered hold's own release was invoked
+        (e["key"], e["value"]): e["time"]
+        for e in events
+        if e["f"] == "release" and e["type"] == "invoke" and "/" not in e["process"]
+        and (e["key"], e["value"]) in offered
+    }  # fmt: skip
+    told_at = {
+        (e["key"], e["value"]): e["time"]
+        for e in events
+        if "/lost-" in e["process"] and e["type"] == "ok"
+    }
+    crossed = [hold for hold, at in invoked.items() if hold in told_at and told_at[hold] > at]
+    assert crossed, "no release of an offered hold was told lost as it returned"
+    for key, token in crossed:  # adopted: a greater token granted meanwhile
+        assert any(
+            e["key"] == key and e["f"] == "acquire" and e["type"] == "ok" and e["value"] > token
+            for e in events
+        )
 
 
 def test_a_run_without_faults_makes_none() -> None:

@@ -36,8 +36,7 @@ from typing import Final, cast
 from tests.netproxy import NetProxy
 
 import tenure
-from tenure.errors import AlreadyExistsError
-from tenure.testing.workload import SEMAPHORES, LinConfig
+from tenure.testing.workload import NATIVE_SEMAPHORES, LinConfig, create_keys
 from tools.faults.check_lin_workload import check_progress, check_workload
 from tools.faults.checker import check
 from tools.faults.harness import HARNESS, NODE, Outcome, create_node, heal, spawn, stop_workers
@@ -55,26 +54,22 @@ COUNTERS: Final = [f"cnt-{n}" for n in range(2)]
 MUTEXES: Final = [f"mtx-{n}" for n in range(3)]
 GROUPS: Final = [f"grp-{n}" for n in range(2)]
 MEMBER_IDS: Final = [f"id-{n}" for n in range(4)]
-#: The native semaphores (their limits: the workload's SEMAPHORES) and elections.
-NATIVE_SEMAPHORES: Final = ["sem-0"]
+#: The elections (the native semaphores are the workload's NATIVE_SEMAPHORES).
 ELECTIONS: Final = ["elc-0"]
 #: The mutexes taken through dflockd's face (tools/faults/lin_dflockd.py), where served.
 DFLOCKD_KEYS: Final = [f"dfl-{n}" for n in range(2)]
-#: Workers whose first client watches a register.
+#: Workers whose first client watches: a register, or (the one named) every register
+#: through a prefix cache.
 WATCHING_WORKERS: Final = 2
+PREFIX_WATCHING_WORKER: Final = 1
 #: Seconds between two pauses of the first worker's loop past the window.
 PAUSE_EVERY: Final = 8.0
 
 
-async def _create_registers(url: str) -> None:
+async def _create_keys(url: str) -> None:
     async with asyncio.timeout(30.0):
         async with tenure.connect(url) as client, await client.session(NODE) as session:
-            for name in REGISTERS:
-                with contextlib.suppress(AlreadyExistsError):
-                    await session.semaphore(name).create(limit=1, data=b"0")
-            for name in NATIVE_SEMAPHORES:
-                with contextlib.suppress(AlreadyExistsError):
-                    await session.semaphore(name).create(limit=SEMAPHORES[name])
+            await create_keys(session, REGISTERS)
 
 
 class _Answers:
@@ -141,7 +136,7 @@ async def run_linearizable(
             ydb.upstream_port = cast(TenureTarget, target).serve_ydb((ydb.host, ydb.port))
         await asyncio.to_thread(target.start)
         await create_node(target.url())
-        await _create_registers(target.url())
+        await _create_keys(target.url())
         for index in range(scenario.workers):
             way = await worker_path(target, index)
             if way.proxies is not None:
@@ -159,6 +154,7 @@ async def run_linearizable(
                 semaphores=NATIVE_SEMAPHORES, elections=ELECTIONS, window=scenario.window,
                 hold=scenario.hold, pause_every=PAUSE_EVERY if index == 0 else 0.0,
                 watchers=1 if index < WATCHING_WORKERS else 0,
+                prefix_watchers=1 if index == PREFIX_WATCHING_WORKER else 0,
             )  # fmt: skip
             if DFLOCKD in target.capabilities:
                 config.dflockd = [f"{host}:{port}" for host, port in way.addresses]

@@ -23,7 +23,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Final
 
-from tenure.testing.workload import STEPS, Books, LinClient, LinConfig, RegisterWatcher
+from tenure.testing.workload import STEPS, Books, LinClient, LinConfig, watcher
 from tools.faults.history import Recorder, now_ns
 from tools.faults.lin_client import LoopPauses
 from tools.faults.lin_dflockd import DFLOCKD_STEPS
@@ -45,7 +45,7 @@ async def run(config: LinConfig) -> None:
     ydb = YdbVisits(config) if config.ydb else None
     steps = {**STEPS, **(DFLOCKD_STEPS if config.dflockd else {}), **(ydb.steps() if ydb else {})}
     runners = [
-        RegisterWatcher(config, n, books, recorder)
+        watcher(config, n, books, recorder)
         if n < config.watchers
         else LinClient(config, n, books, pauses, recorder, steps)
         for n in range(config.clients)

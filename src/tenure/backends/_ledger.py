@@ -105,6 +105,9 @@ class HoldLedger:
         self.held: dict[Place, Grant] = {}
         #: Grants being released (no longer held, their release not answered yet).
         self.releasing: dict[Place, Grant] = {}
+        #: Grants being released that the store ended first (:meth:`lose`): the loss,
+        #: which their release's answer gives (:mod:`tenure.backends._release`).
+        self.ended_first: dict[Place, LostError] = {}
         # Grants lost before their caller took them (a LeaseLost right after the
         # Granted, before the waiting task ran): request id -> the loss to raise.
         self._doomed: dict[int, LostError] = {}
@@ -209,12 +212,20 @@ class HoldLedger:
     def lose(self, place: Place, token: int, error: LostError) -> bool:
         """The grant ``token`` at ``place`` ended; True if a caller held it (tell it).
 
-        A grant its caller has not taken yet is doomed instead: that acquire raises.
+        A grant being released (its release sent, not answered yet) ended before the
+        store applied the release (adopted by another session, its max_hold passed,
+        deleted by force): the release gave nothing back, and its answer is the loss
+        (:attr:`ended_first`). A grant its caller has not taken yet is doomed
+        instead: that acquire raises.
         """
         held = self.held.get(place)
         if held is not None and held.token == token:
             del self.held[place]
             return True
+        releasing = self.releasing.get(place)
+        if releasing is not None and releasing.token == token:
+            self.ended_first[place] = error  # (its number stays taken until the answer)
+            return False
         for request_id, pending in self.pending.items():
             if pending.place == place and _granted(pending.future) == token:
                 self._doomed[request_id] = error
@@ -242,6 +253,7 @@ class HoldLedger:
                 pending.future.exception()  # retrieved, so an unawaited one does not warn
         self.pending.clear()
         self.held.clear()
+        self.ended_first.clear()
 
     # -- agreeing after a re-attach (module docstring) ------------------------------------
 

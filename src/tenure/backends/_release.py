@@ -12,7 +12,9 @@ the session ends. Then the hold's number is free again, and the answer's future
 gets the store's answer, or the session's loss (at once, when the session ends
 while the release is being tried; and when the store refuses a release that
 reaches it after the session's end, which gave the hold back already), or the
-store's error, which is also logged: nobody may be waiting to hear it.
+grant's loss (the store told that it had ended the grant before the release reached
+it: :attr:`~tenure.backends._ledger.HoldLedger.ended_first`), or the store's error,
+which is also logged: nobody may be waiting to hear it.
 """
 
 from __future__ import annotations
@@ -109,9 +111,12 @@ class Releases:
         again until answered (also when ``answer``'s waiter has given up)."""
         if not first.cancelled() and (error := first.exception()) is None:
             # Applied (the common case): _released with nothing to log.
-            self._drop(place, held)
+            ended = self._drop(place, held)
             if not answer.done():
-                answer.set_result(first.result())
+                if ended is None:
+                    answer.set_result(first.result())
+                else:
+                    _lost_first(answer, ended)
         elif not first.cancelled() and not isinstance(error, UnavailableError):
             self._released(place, held, answer, first)
         elif self._session.ended is None:
@@ -142,7 +147,11 @@ class Releases:
     ) -> None:
         """The release is through: its hold number is free again, ``answer`` is settled;
         a failure other than the session's loss is logged (nobody may be waiting)."""
-        self._drop(place, held)
+        ended = self._drop(place, held)
+        if ended is not None and not answer.done():
+            _retrieve(outcome)
+            _lost_first(answer, ended)
+            return
         error = None if outcome.cancelled() else outcome.exception()
         if error is not None and not isinstance(error, LostError):
             if self._session.ended is not None:
@@ -156,11 +165,16 @@ class Releases:
             log.warning("session %d: release of %r failed: %s", session_id, place, error)
         _settle(answer, outcome)
 
-    def _drop(self, place: Place, held: Grant | None) -> None:
-        """The release of ``place`` is through: its hold number is free again."""
-        releasing = self._session.ledger.releasing
+    def _drop(self, place: Place, held: Grant | None) -> LostError | None:
+        """The release of ``place`` is through: its hold number is free again. The loss,
+        if the store ended the grant before the release reached it."""
+        ledger = self._session.ledger
+        releasing = ledger.releasing
         if held is not None and releasing.get(place) is held:
             del releasing[place]
+            if ledger.ended_first:  # (a truth test: nothing called on every release)
+                return ledger.ended_first.pop(place, None)
+        return None
 
     def _fail(self, answer: asyncio.Future[Any], _: object = None) -> None:
         """The session ended while the release was being sent: ``answer`` raises the loss."""
@@ -181,6 +195,13 @@ def _settle(answer: asyncio.Future[R], outcome: asyncio.Future[R]) -> None:
     else:
         answer.set_result(outcome.result())
     _retrieve(answer)  # (nobody need wait for a release's answer)
+
+
+def _lost_first(answer: asyncio.Future[bool], ended: LostError) -> None:
+    """``answer`` is the loss: the store ended the grant before the release reached it
+    (retrieved: leaving ``async with`` need not wait for it)."""
+    answer.set_exception(type(ended)(*ended.args))
+    _retrieve(answer)
 
 
 def _retrieve(future: asyncio.Future[Any]) -> None:

@@ -196,6 +196,13 @@ class Lease(Guarded):
     async def release(self, *, wait: bool = True) -> None:
         """Give the tokens back. Idempotent; a no-op once the lease was lost.
 
+        A hold the store ended before the release reached it (adopted by another
+        session after :meth:`handoff`, its ``max_hold`` passed, deleted by force) is
+        not given back by it: where the store tells that loss while the release is on
+        its way (``tenure://``, ``memory://``), :attr:`lost_reason` is the loss once
+        this returns, though the lease's ``lost`` awaiters and callbacks were told of
+        the release.
+
         Returns once the backend has applied the release (from then on, every
         client sees the tokens free), or once the session has ended (one given up
         on the client's clock ends on the server later: "Releasing" in
@@ -211,6 +218,8 @@ class Lease(Guarded):
             try:
                 # Shielded: a waiter that is cancelled stops waiting, not the release.
                 await _shielded(releasing)
+            except LeaseLostError as error:  # the store had ended the hold first
+                self._signal.lost_first(self._translate(error))
             except LostError:  # (not contextlib.suppress: three calls more per release)
                 return
 

@@ -66,6 +66,13 @@ class EndSignal:
             except Exception as error:
                 report_callback_error(error, callback)
 
+    def lost_first(self, reason: LostError) -> None:
+        """It ended cleanly here (released), but the store had ended it first, before
+        the release reached it: the loss is its reason after all. Those told of the
+        clean end (awaiters, callbacks) are not told again; :attr:`reason` says it."""
+        if self.ended and self._reason is None:
+            self._reason = reason
+
     def add_callback(self, callback: LossCallback) -> None:
         """Call ``callback(reason)`` at the end (at once if it already ended)."""
         if self.ended:

@@ -72,6 +72,15 @@ class EndSignal(threading.Event):
         if self._reason is not None or not losses_only:
             callback(self._reason)
 
+    def lost_first(self, reason: LostError) -> None:
+        """It ended cleanly (released), but the store had ended it first, before the
+        release reached it: the loss is its reason after all (the sync face of
+        :meth:`tenure.EndSignal.lost_first`; those told of the clean end are not told
+        again)."""
+        with self._guard:
+            if self._ended and self._reason is None:
+                self._reason = reason
+
     def _end(self, reason: LostError | None) -> None:
         """The async EndSignal's callback (portal thread): end now, once."""
         with self._guard:

@@ -7,7 +7,7 @@ from typing import Protocol, TypeVar
 
 from tenure import client as aio
 from tenure.client._args import Data
-from tenure.errors import PreconditionFailedError
+from tenure.errors import LostError, PreconditionFailedError
 from tenure.sync._held import Held
 from tenure.sync._portal import Portal
 
@@ -97,12 +97,17 @@ class Lease(Held):
         ``wait=False``: once it is under way, as leaving ``with`` does (see
         :meth:`tenure.Lease.release`). After
         leaving ``with``, whose release is under way, it waits for that release.
+        A hold the store ended before the release reached it (adopted, its
+        ``max_hold`` passed, deleted by force) is told as :attr:`lost_reason` once
+        this returns, where the store tells it (see :meth:`tenure.Lease.release`).
         """
         # Ended, it may still have a release to wait for (the one leaving ``with``
         # started): the async release knows, and returns at once if none is under way.
         if self.ended and self._portal.closed:
             return  # the client closed: every release ended with it
-        self._portal.call(self._lease.release, wait=wait)
+        reason = self._portal.call(_release, self._lease, wait)
+        if reason is not None:  # the store had ended the hold first (async release())
+            self.lost.lost_first(reason)
 
     def _check_enter(self) -> None:
         if self.ended and self.lost_reason is None:
@@ -145,3 +150,9 @@ class Leadership(Lease):
     def resign(self) -> None:
         """Step down (the same as :meth:`release`)."""
         self.release()
+
+
+async def _release(lease: aio.Lease, wait: bool) -> LostError | None:
+    """``lease.release(wait=wait)``, then its loss, if the store had ended it first."""
+    await lease.release(wait=wait)
+    return lease.lost_reason

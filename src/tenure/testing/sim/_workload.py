@@ -3,8 +3,10 @@
 Each client is :class:`tenure.testing.workload.LinClient` (the fault suite's, the same
 steps and recording rules) in a simulated process of its own (host ``c<n>``): the
 network's faults and the nemesis's pauses reach each client alone. With three clients
-or more, the first is a :class:`~tenure.testing.workload.RegisterWatcher` instead: it watches a
-register, and what it saw is held to the registers' linearization. Its history goes
+or more, the first watches instead: one register (:class:`~tenure.testing.workload.RegisterWatcher`,
+an even seed's) or every register through a prefix cache
+(:class:`~tenure.testing.workload.PrefixWatcher`, an odd seed's), and what it saw is held
+to the registers' linearization. Its history goes
 to lincheck's files in the run's directory on the loop's clock; what is not an
 operation (a lost session, a pause, a client's error) to :class:`SimNotes`.
 """
@@ -21,8 +23,17 @@ from typing import TYPE_CHECKING, Any, Final
 
 import tenure
 from tenure.errors import AlreadyExistsError
-from tenure.testing.workload import SEMAPHORES as LIMITS
-from tenure.testing.workload import Books, LinClient, LinConfig, RegisterWatcher, Resume
+from tenure.testing.workload import (
+    NATIVE_SEMAPHORES,
+    Books,
+    LinClient,
+    LinConfig,
+    PrefixWatcher,
+    RegisterWatcher,
+    Resume,
+    watcher,
+)
+from tenure.testing.workload import create_keys as create_workload_keys
 
 if TYPE_CHECKING:
     from tenure.testing.sim._loop import SimLoop
@@ -39,7 +50,6 @@ COUNTERS: Final = ["cnt-0"]
 MUTEXES: Final = ["mtx-0", "mtx-1"]
 GROUPS: Final = ["grp-0"]
 MEMBER_IDS: Final = ["id-0", "id-1", "id-2", "id-3"]
-SEMAPHORES: Final = ["sem-0"]
 ELECTIONS: Final = ["elc-0"]
 #: The sessions' recovery window, in seconds.
 WINDOW: Final = 3.0
@@ -103,23 +113,24 @@ class SimPauses:
 
 
 async def create_keys(url: str) -> None:
-    """The node and the registers (data ``0``), as the fault suite's harness makes them,
-    and the semaphores (their limits :data:`~tenure.testing.workload.SEMAPHORES`')."""
+    """The node, and the workload's keys in it (as the fault suite's harness makes them:
+    :func:`tenure.testing.workload.create_keys`)."""
     async with tenure.connect(url) as client:
         with contextlib.suppress(AlreadyExistsError):
             await client.create_node(NODE)
         async with await client.session(NODE) as session:
-            for name in REGISTERS:
-                with contextlib.suppress(AlreadyExistsError):
-                    await session.semaphore(name).create(limit=1, data=b"0")
-            for name in SEMAPHORES:
-                with contextlib.suppress(AlreadyExistsError):
-                    await session.semaphore(name).create(limit=LIMITS[name])
+            await create_workload_keys(session, REGISTERS)
 
 
 def watchers(clients: int) -> int:
     """How many of ``clients`` watch (the first ones): one, from three clients on."""
     return 1 if clients >= 3 else 0
+
+
+def prefix_watchers(seed: int, clients: int) -> int:
+    """How many of the watchers watch every register through a prefix cache: the
+    watcher of an odd seed does; an even seed's watches one register."""
+    return watchers(clients) if seed % 2 else 0
 
 
 def client_host(number: int) -> str:
@@ -150,7 +161,7 @@ class SimClients:
         self.watchers = watchers(clients)
         self.tasks: dict[int, asyncio.Task[None]] = {}
         #: Each client's loop now (a killed one's until it is started again).
-        self.runners: dict[int, LinClient | RegisterWatcher] = {}
+        self.runners: dict[int, LinClient | RegisterWatcher | PrefixWatcher] = {}
         #: Each client's worker generation (its label's ``w<generation>``).
         self.generation = dict.fromkeys(range(clients), 0)
         #: The labels of the clients killed (what they left unanswered is nobody's).
@@ -176,8 +187,8 @@ class SimClients:
             index=generation, doors=self.doors, node=NODE, clients=self.clients,
             out_dir=str(self.out_dir), history="", seed=self.seed, registers=REGISTERS,
             counters=COUNTERS, mutexes=MUTEXES, groups=GROUPS, member_ids=MEMBER_IDS,
-            semaphores=SEMAPHORES, elections=ELECTIONS, window=WINDOW, op_timeout=5.0,
-            watchers=self.watchers,
+            semaphores=NATIVE_SEMAPHORES, elections=ELECTIONS, window=WINDOW, op_timeout=5.0,
+            watchers=self.watchers, prefix_watchers=prefix_watchers(self.seed, self.clients),
         )  # fmt: skip
         books = self._books.get(generation)
         if books is None:
@@ -187,7 +198,7 @@ class SimClients:
         first = number == self.watchers  # (the first that operates pauses)
         pauses = SimPauses(self.loop, host, PAUSE_EVERY if first else 0.0, self.notes)
         runner = (
-            RegisterWatcher(config, number, books, self.notes)
+            watcher(config, number, books, self.notes)
             if number < self.watchers
             else LinClient(config, number, books, pauses, self.notes, resume=resume)
         )

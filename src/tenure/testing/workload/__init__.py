@@ -7,7 +7,9 @@ The fault suite's ``linearizable`` scenario runs it in worker processes against 
 servers; :mod:`tenure.testing.sim` runs it on simulated time. Its pieces:
 :class:`LinConfig` (what a worker is given), :class:`Books` (its lincheck files, on a
 clock it is given), :class:`LinClient` (one client's loop, :data:`STEPS`, over
-:class:`LinRecorder`'s rules), :class:`RegisterWatcher` (one that watches a register),
+:class:`LinRecorder`'s rules), :class:`RegisterWatcher` (one that watches a register)
+and :class:`PrefixWatcher` (one that watches every register through a prefix cache), of
+which :func:`watcher` picks,
 :func:`read_events` and
 :func:`close_holds` (a model's files as one history), :func:`watch_records` (the
 watchers' files as lincheck's watch records).
@@ -25,14 +27,14 @@ from tenure.testing.workload._books import (
 )
 from tenure.testing.workload._client import (
     KEYS_OF,
-    MAX_COUNT,
     MAX_MEMBERS,
     STEPS,
     LinClient,
     Resume,
     Step,
 )
-from tenure.testing.workload._config import LinConfig
+from tenure.testing.workload._config import NATIVE_SEMAPHORES, LinConfig, create_keys
+from tenure.testing.workload._hold_steps import MAX_COUNT, OFFER_WAIT
 from tenure.testing.workload._merge import close_holds, read_events, watch_records
 from tenure.testing.workload._recording import (
     ANSWER_LOST,
@@ -42,7 +44,7 @@ from tenure.testing.workload._recording import (
     Pauses,
     SessionGoneError,
 )
-from tenure.testing.workload._watcher import RegisterWatcher
+from tenure.testing.workload._watcher import PrefixWatcher, RegisterWatcher, watcher
 
 __all__ = [
     "ANSWER_LOST",
@@ -50,6 +52,8 @@ __all__ = [
     "MAX_COUNT",
     "MAX_MEMBERS",
     "MODELS",
+    "NATIVE_SEMAPHORES",
+    "OFFER_WAIT",
     "RETRIES",
     "SEMAPHORES",
     "STEPS",
@@ -59,6 +63,7 @@ __all__ = [
     "LinConfig",
     "Notes",
     "Pauses",
+    "PrefixWatcher",
     "ProcessIds",
     "LinRecorder",
     "RegisterWatcher",
@@ -66,9 +71,11 @@ __all__ = [
     "SessionGoneError",
     "Step",
     "close_holds",
+    "create_keys",
     "model_file",
     "read_events",
     "through_ydb",
+    "watcher",
     "watch_file",
     "watch_records",
 ]

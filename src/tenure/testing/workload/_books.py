@@ -22,7 +22,8 @@ A client's process ids are its label (``w0c1``) and a generation after each
 operation whose outcome is unknown (``w0c1.3``: that one may still be in flight, so
 the client's next is another process's, lincheck's rule); a loss has a process of its
 own (``w0c1/lost-<key>-<token>``), since it spans the client's other steps, and so has
-the release of a hold a session taken back kept (``w0c1/resumed-<key>-<token>``). What a client
+the release of a hold a session taken back kept (``w0c1/resumed-<key>-<token>``), and the
+end an adoption may give a hold offered (``w0c1/offered-<key>-<token>``). What a client
 does through YDB's face has process ids of their own, marked (``w0c1.y``, ``w0c1.y.2``:
 :func:`through_ydb`), sequential with the client's others all the same.
 """
@@ -77,6 +78,9 @@ class Books:
             model: HistoryWriter(model_file(out_dir, worker, model), header, clock=self._clock)
             for model, header in MODELS.items()
         }
+        #: The holds the worker's clients offer (name, hand-off string), oldest first,
+        #: for another of them to adopt (:mod:`tenure.testing.workload._hold_steps`).
+        self.offers: list[tuple[str, str]] = []
 
     def _clock(self) -> int:
         return self.now_ns() if self._at is None else self._at
@@ -126,6 +130,11 @@ class ProcessIds:
     def loss(self, key: str, token: int) -> str:
         """The process id of the loss of the hold of ``token`` on ``key``."""
         return f"{self.label}/lost-{key}-{token}"
+
+    def offered(self, key: str, token: int) -> str:
+        """The process id of the end an adoption may give the hold of ``token`` on
+        ``key`` once it is offered (:mod:`tenure.testing.workload._hold_steps`)."""
+        return f"{self.label}/offered-{key}-{token}"
 
     def resumed(self, key: str, token: int) -> str:
         """The process id of the release of the hold of ``token`` on ``key`` that a

@@ -21,7 +21,10 @@ A client (its own connection through its door, its own session, process label
   seen (completed as below). A worker configured to pause blocks its whole event
   loop (:class:`Pauses`), now and then, while one of its clients holds, past the window: the lease
   expires, another client gets the lock, and the paused one must hear of its loss
-  when it runs again;
+  when it runs again. A hold may also be **handed off** (``lease.handoff()``, the
+  string offered to the worker's other clients) and **adopted** by another client's
+  session (``session.adopt(text)``: an ``acquire``, ``ok`` with its new token, ``fail``
+  if the hold had ended first): :mod:`tenure.testing.workload._hold_steps`;
 * **membership** (``session.group(name)``): a ``join`` of an id drawn from a small
   pool (``ok``: it joined; ``fail``: the id was taken, or the group full), or a
   ``leave`` of the member it has there; ``members()`` (``members``: ``ok`` with the
@@ -67,17 +70,11 @@ import tenure
 from tenure.errors import AlreadyExistsError, LimitExceededError, NotFoundError, TenureError
 from tenure.testing.workload._books import Books
 from tenure.testing.workload._config import LinConfig
-from tenure.testing.workload._recording import (
-    LinRecorder,
-    Notes,
-    Pauses,
-    SessionGoneError,
-)
+from tenure.testing.workload._hold_steps import HoldSteps
+from tenure.testing.workload._recording import Notes, Pauses, SessionGoneError
 
 #: Members a group may have (more than the clients that join it).
 MAX_MEMBERS: Final = 64
-#: The largest count a semaphore step takes (its limit: :data:`SEMAPHORES`).
-MAX_COUNT: Final = 2
 
 
 @dataclass(frozen=True)
@@ -90,7 +87,7 @@ class Resume:
     granted: frozenset[tuple[str, int]]
 
 
-class LinClient(LinRecorder):
+class LinClient(HoldSteps):
     """One client's loop (see the module docstring)."""
 
     def __init__(
@@ -269,60 +266,6 @@ class LinClient(LinRecorder):
 
         await self._call("counter", "read", key, None, get, lambda total: (True, total))
 
-    # -- holds ----------------------------------------------------------------------------
-
-    async def hold_mutex(self, session: tenure.Session) -> None:
-        """``lock()``, a hold (perhaps a pause of the whole worker), ``release()``."""
-        key = self.rng.choice(self.config.mutexes)
-        mutex = session.mutex(key)
-
-        def take() -> Awaitable[tenure.Lease]:
-            return mutex.lock(timeout=self.config.acquire_wait)
-
-        await self._hold(session, "mutex", key, None, take)
-
-    async def hold_semaphore(self, session: tenure.Session) -> None:
-        """``acquire(name, count)`` of a semaphore (its limit
-        :data:`~tenure.testing.workload.SEMAPHORES`'s), a hold, ``release()``: the
-        ``semaphore`` model, its value the count."""
-        key, count = self.rng.choice(self.config.semaphores), self.rng.randint(1, MAX_COUNT)
-
-        def take() -> Awaitable[tenure.Lease]:
-            return session.acquire(key, count, timeout=self.config.acquire_wait)
-
-        await self._hold(session, "semaphore", key, count, take)
-
-    async def read_holders(self, session: tenure.Session) -> None:
-        """``describe(owners=True)`` of a semaphore: a ``holders`` of their tokens."""
-        key = self.rng.choice(self.config.semaphores)
-
-        async def holders() -> list[int]:
-            found = await session.semaphore(key).describe(owners=True)
-            return sorted(owner.token for owner in found.owners)
-
-        await self._call("semaphore", "holders", key, None, holders, lambda t: (True, t))
-
-    async def lead_election(self, session: tenure.Session) -> None:
-        """``campaign()`` (an ``acquire`` of the ``mutex`` model, its key the
-        election's), leading a while, ``resign()``."""
-        key = self.rng.choice(self.config.elections)
-        election = session.election(key)
-
-        def take() -> Awaitable[tenure.Lease]:
-            return election.campaign(self.label.encode(), timeout=self.config.acquire_wait)
-
-        await self._hold(session, "mutex", key, None, take)
-
-    async def read_leader(self, session: tenure.Session) -> None:
-        """``leader()``: a ``holders`` of the leader's token (none: nobody leads)."""
-        key = self.rng.choice(self.config.elections)
-
-        async def leader() -> list[int]:
-            state = await session.election(key).leader()
-            return [] if state is None or state.token is None else [state.token]
-
-        await self._call("mutex", "holders", key, None, leader, lambda t: (True, t))
-
     # -- membership -------------------------------------------------------------------
 
     async def join_or_leave(self, session: tenure.Session) -> None:
@@ -379,6 +322,8 @@ STEPS: Final[dict[str, tuple[Step, int]]] = {
     "add-counter": (LinClient.add_counter, 2),
     "read-counter": (LinClient.read_counter, 2),
     "hold-mutex": (LinClient.hold_mutex, 2),
+    "hand-off-mutex": (LinClient.hand_off_mutex, 1),
+    "adopt-mutex": (LinClient.adopt_mutex, 1),
     "join-or-leave": (LinClient.join_or_leave, 2),
     "read-members": (LinClient.read_members, 1),
     "hold-semaphore": (LinClient.hold_semaphore, 2),
@@ -395,6 +340,8 @@ KEYS_OF: Final[dict[str, str]] = {
     "add-counter": "counters",
     "read-counter": "counters",
     "hold-mutex": "mutexes",
+    "hand-off-mutex": "mutexes",
+    "adopt-mutex": "mutexes",
     "join-or-leave": "groups",
     "read-members": "groups",
     "hold-semaphore": "semaphores",

@@ -11,9 +11,35 @@ have every door.
 
 from __future__ import annotations
 
+import contextlib
 import json
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING, Final
+
+from tenure.errors import AlreadyExistsError
+from tenure.testing.workload._books import SEMAPHORES
+
+if TYPE_CHECKING:
+    from tenure.client import Session
+
+#: The semaphores the native clients hold (their limits: :data:`SEMAPHORES`).
+NATIVE_SEMAPHORES: Final = ["sem-0"]
+#: What a register holds when it is made (the register model starts from ``0``).
+REGISTER_START: Final = b"0"
+
+
+async def create_keys(session: Session, registers: Iterable[str]) -> None:
+    """Make the workload's keys in ``session``'s node, as every run of it needs them:
+    ``registers`` (data :data:`REGISTER_START`) and :data:`NATIVE_SEMAPHORES` (their
+    limits :data:`SEMAPHORES`'). One already there is kept."""
+    for name in registers:
+        with contextlib.suppress(AlreadyExistsError):
+            await session.semaphore(name).create(limit=1, data=REGISTER_START)
+    for name in NATIVE_SEMAPHORES:
+        with contextlib.suppress(AlreadyExistsError):
+            await session.semaphore(name).create(limit=SEMAPHORES[name])
 
 
 @dataclass
@@ -53,6 +79,9 @@ class LinConfig:
     #: Clients (the first ones) that watch a register instead (the fault suite's
     #: :mod:`tenure.testing.workload._watcher`).
     watchers: int = 0
+    #: Of the watchers, how many (the last ones) watch every register at once through a
+    #: prefix cache instead (:class:`~tenure.testing.workload.PrefixWatcher`).
+    prefix_watchers: int = 0
     #: Operations per client at most (the loop is also bounded by the run's time).
     max_ops: int = 100_000
     #: ``host:port`` of each door that serves dflockd's protocol (none: no dflockd

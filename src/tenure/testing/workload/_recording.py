@@ -141,9 +141,14 @@ class LinRecorder:
         key: str,
         value: Any,
         take: Callable[[], Awaitable[tenure.Lease]],
+        *,
+        refused: tuple[type[Exception], ...] = (),
+        before_release: Callable[[tenure.Lease], Awaitable[bool]] | None = None,
     ) -> None:
         """``take()`` (an ``acquire`` of ``value``: ``ok`` with the token; ``fail`` when not
-        granted within the wait), a hold (perhaps a pause of the whole worker), then
+        granted within the wait, or refused with one of ``refused``), a hold (perhaps a
+        pause of the whole worker), ``before_release(lease)`` if given (True: the
+        hold may have ended another way meanwhile, :meth:`_end`'s ``elsewhere``), then
         ``release()``; a loss meanwhile is a ``lost`` (:meth:`_on_loss`)."""
         writer = self.books.writer(model)
         process = self.procs.current
@@ -155,6 +160,9 @@ class LinRecorder:
             writer.info(process, "acquire", value, key)
             self.procs.unknown()
             raise
+        except refused:
+            writer.fail(process, "acquire", value, key)
+            return
         except LostError as error:
             writer.info(process, "acquire", value, key)
             self.procs.unknown()
@@ -169,10 +177,13 @@ class LinRecorder:
         seen = self.books.now_ns()
         self.books.record_at(seen, model, "ok", process, "acquire", lease.token, key)
         self.granted.add((key, lease.token))
-        self._on_loss(lease, model, "lost", key, lease.token, lease.token, seen)
+        told = self._on_loss(lease, model, "lost", key, lease.token, lease.token, seen)
         await asyncio.sleep(self.rng.uniform(*self.config.hold))
         await self.pauses.maybe(self.rng, self.label)
-        await self._end(session, lease, writer, self.procs.current, "release", lease.token, key)
+        elsewhere = before_release is not None and await before_release(lease)
+        await self._end(
+            session, lease, writer, self.procs.current, "release", lease.token, key, elsewhere, told
+        )
 
     async def _end(
         self,
@@ -183,13 +194,21 @@ class LinRecorder:
         f: str,
         value: Any,
         key: str,
+        elsewhere: bool = False,
+        told: Callable[[LostError | None], None] | None = None,
     ) -> None:
         """``release()`` or ``leave()`` (``f``) of ``held``, recorded: ``info`` if its
         answer was lost; once it returned, ``fail`` if the service said the hold was lost
         first (it held nothing by then); ``info`` if the session ended meanwhile, or the
         client gave the hold up itself (the call returns then too, but the service may
         keep the hold until it expires the session, later: module docstring; a read of
-        the holders may still show it); ``ok`` if the service applied it."""
+        the holders may still show it); ``info`` too if the hold may have ended
+        ``elsewhere`` first, untold (a hold offered to another session: adopted while
+        the release was on its way, which returns as if it had released); ``ok`` if
+        the service applied it. A loss the service told only as the release returned
+        (it had ended the hold before the release reached it: ``lost_reason`` set,
+        the lease's callbacks told of the release) is recorded by ``told``, the
+        hold's :meth:`_on_loss` recorder, now."""
         writer.invoke(process, f, value, key)
         try:
             async with asyncio.timeout(self.config.op_timeout):
@@ -200,7 +219,9 @@ class LinRecorder:
             return
         if isinstance(held.lost_reason, LeaseLostError):
             writer.fail(process, f, value, key)
-        elif held.lost_reason is not None or session.lost_reason is not None:
+            if told is not None:
+                told(held.lost_reason)
+        elif held.lost_reason is not None or session.lost_reason is not None or elsewhere:
             writer.info(process, f, value, key)
             self.procs.unknown()
         else:
@@ -215,18 +236,23 @@ class LinRecorder:
         value: Any,
         token: int,
         seen: int,
-    ) -> None:
+    ) -> Callable[[LostError | None], None]:
         """Record ``held``'s loss when the client is told of it: ``f`` invoked at ``seen``
         (the grant seen), on a process of its own, ``ok`` then if the service said the
-        hold ended, never completed if the client gave it up itself (module docstring)."""
+        hold ended, never completed if the client gave it up itself (module docstring).
+        Returns the recorder (called again with the loss, it records it once)."""
         process = self.procs.loss(key, token)
+        recorded = False
 
         def told(reason: LostError | None) -> None:
-            if reason is None:
+            nonlocal recorded
+            if reason is None or recorded:
                 return  # released or left by the client: recorded as such
+            recorded = True
             self.books.record_at(seen, model, "invoke", process, f, value, key)
             if isinstance(reason, LeaseLostError):
                 told_at = max(self.books.now_ns(), seen)
                 self.books.record_at(told_at, model, "ok", process, f, value, key)
 
         held.lost.add_callback(told)
+        return told
