@@ -91,9 +91,11 @@ def test_a_failure_is_shrunk_to_a_witness_that_replays(tmp_path: Path) -> None:
 
 @pytest.mark.slow
 def test_seeds_of_the_server_hold(tmp_path: Path) -> None:
+    # (with dflockd's face: its client is the repo's test dependency)
     status, out = sim(
-        "--seeds", "60", "--minutes", "0.5", "--clients", "2", "--jobs", "2", cwd=tmp_path
-    )
+        "--seeds", "60", "--minutes", "0.5", "--clients", "2", "--dflockd", "--jobs", "2",
+        cwd=tmp_path,
+    )  # fmt: skip
     assert status == 0, out
     assert "60 runs, 0 broke a rule" in out
 

@@ -84,6 +84,22 @@ def test_a_release_that_crossed_an_adoption_is_told_lost(tmp_path: Path) -> None
         )
 
 
+def test_a_run_takes_mutexes_through_dflockds_face_with_its_own_client(
+    tmp_path: Path,
+) -> None:
+    result = run_seed(dataclasses.replace(SHORT, dflockd=True), tmp_path)
+    assert result.ok, result.verdicts.violations
+    events = merged_histories(tmp_path / "lin")["mutex"]
+    granted = [
+        e["value"]
+        for e in events
+        if e["key"] == "dfl-0" and e["f"] == "acquire" and e["type"] == "ok"
+    ]
+    assert len(granted) > 10, granted  # (each a dflockd fence: the tenure token)
+    assert "--dflockd" in result.options.command()
+    assert run_seed(dataclasses.replace(SHORT, dflockd=True)).digest == result.digest
+
+
 def test_a_run_without_faults_makes_none() -> None:
     result = run_seed(dataclasses.replace(SHORT, faults=()))
     assert result.ok, result.verdicts.violations
@@ -181,6 +197,7 @@ def test_a_shrink_keeps_the_smallest_run_that_breaks_the_same_rule() -> None:
         ["--seeds", "0"],
         ["--mutant", "no-such-bug"],
         ["--mutant", "token-reset", "--mutants"],
+        ["--target", "cluster", "--dflockd"],
     ],
 )
 def test_bad_input_exits_2(argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:

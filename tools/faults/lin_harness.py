@@ -56,7 +56,7 @@ GROUPS: Final = [f"grp-{n}" for n in range(2)]
 MEMBER_IDS: Final = [f"id-{n}" for n in range(4)]
 #: The elections (the native semaphores are the workload's NATIVE_SEMAPHORES).
 ELECTIONS: Final = ["elc-0"]
-#: The mutexes taken through dflockd's face (tools/faults/lin_dflockd.py), where served.
+#: The mutexes taken through dflockd's face (tenure.testing.workload._dflockd), where served.
 DFLOCKD_KEYS: Final = [f"dfl-{n}" for n in range(2)]
 #: Workers whose first client watches: a register, or (the one named) every register
 #: through a prefix cache.

@@ -4,7 +4,7 @@
 The first :attr:`~tenure.testing.workload.LinConfig.watchers` clients watch a
 register (:mod:`tenure.testing.workload._watcher`); the others loop on random operations
 (:mod:`tenure.testing.workload`; through dflockd's face too where the target serves
-it: :mod:`tools.faults.lin_dflockd`; and YDB's: :mod:`tools.faults.lin_ydb`). Every
+it: :mod:`tenure.testing.workload._dflockd`; and YDB's: :mod:`tools.faults.lin_ydb`). Every
 operation goes to lincheck's files
 (:mod:`tenure.testing.workload`); what is not an operation (a pause, a client's loop
 dying of an unexpected error) to the suite's history as notes.
@@ -23,10 +23,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Final
 
-from tenure.testing.workload import STEPS, Books, LinClient, LinConfig, watcher
+from tenure.testing.workload import DFLOCKD_STEPS, STEPS, Books, LinClient, LinConfig, watcher
 from tools.faults.history import Recorder, now_ns
 from tools.faults.lin_client import LoopPauses
-from tools.faults.lin_dflockd import DFLOCKD_STEPS
 from tools.faults.lin_ydb import YdbVisits
 from tools.faults.worker import config_main
 

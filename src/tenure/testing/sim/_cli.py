@@ -27,6 +27,7 @@ import concurrent.futures
 import dataclasses
 import hashlib
 import importlib
+import importlib.util
 import multiprocessing
 import os
 import subprocess
@@ -94,6 +95,12 @@ def _parser() -> argparse.ArgumentParser:
         f"target: {every})",
     )  # fmt: skip
     parser.add_argument("--fsync", choices=("always", "batch", "off"), default="always")
+    parser.add_argument(
+        "--dflockd",
+        action="store_true",
+        help="the clients also take mutexes through dflockd's face, with dflockd-client "
+        "(--target server)",
+    )
     which = parser.add_mutually_exclusive_group()
     which.add_argument("--mutant", choices=sorted(MUTANTS), help="put this bug back")
     which.add_argument("--mutants", action="store_true", help="find every mutant")
@@ -118,6 +125,10 @@ def _options(args: argparse.Namespace, parser: argparse.ArgumentParser) -> SimOp
         parser.error("--target cluster needs the etcd extra: pip install 'tenure[etcd]'")
     if args.target == "cluster" and args.fsync != "always":
         parser.error("--fsync is a single server's: a cluster's log is in etcd")
+    if args.dflockd and args.target != "server":
+        parser.error("--dflockd is a single server's: dflockd's client follows no leader")
+    if args.dflockd and importlib.util.find_spec("dflockd_client") is None:
+        parser.error("--dflockd needs dflockd's client: pip install dflockd-client")
     if args.minutes < 0.5:
         parser.error("--minutes must be at least 0.5 (a run ends with 15 s of quiet)")
     if args.clients < 1:
@@ -127,8 +138,9 @@ def _options(args: argparse.Namespace, parser: argparse.ArgumentParser) -> SimOp
     if args.jobs < 1:
         parser.error("--jobs must be at least 1")
     return SimOptions(
-        args.seed, args.target, args.minutes, args.clients, faults, args.fsync, args.mutant
-    )
+        args.seed, args.target, args.minutes, args.clients, faults, args.fsync, args.mutant,
+        args.dflockd,
+    )  # fmt: skip
 
 
 def _cluster_importable() -> bool:

@@ -37,7 +37,7 @@ from tenure.testing.sim._chance import seeded
 from tenure.testing.sim._loop import SimDeadlockError, SimLivelockError, SimLoop
 from tenure.testing.sim._mutants import planted
 from tenure.testing.sim._nemesis import FAULTS, FAULTS_OF, Nemesis, SimTarget
-from tenure.testing.sim._server import SimServer
+from tenure.testing.sim._server import SERVER_PORT, SimServer
 from tenure.testing.sim._verdicts import Verdicts, judge, merged_histories, watched
 from tenure.testing.sim._workload import SimClients, SimNotes, create_keys
 
@@ -53,6 +53,8 @@ QUIET: Final = 15.0
 UNHANDLED_FRAMES: Final = 6
 #: Rounds of :func:`end_every_task` (each ends the tasks the last one's started).
 END_ROUNDS: Final = 10
+#: The loggers whose lines a run keeps in its directory (:func:`_logs_kept`).
+LOGGERS: Final = ("tenure", "dflockd_client")
 #: Seconds the clients are given to stop once told.
 STOP_WAIT: Final = 30.0
 
@@ -73,6 +75,9 @@ class SimOptions:
     fsync: str = "always"
     #: A bug put back for the run (:mod:`tenure.testing.sim._mutants`), or None.
     mutant: str | None = None
+    #: Whether the clients also take mutexes through dflockd's face, with
+    #: ``dflockd-client`` (:mod:`tenure.testing.workload._dflockd`; a single server's).
+    dflockd: bool = False
 
     def command(self) -> str:
         """The command that runs this again."""
@@ -87,6 +92,8 @@ class SimOptions:
             words += ["--fsync", self.fsync]
         if self.mutant:
             words += ["--mutant", self.mutant]
+        if self.dflockd:
+            words += ["--dflockd"]
         return " ".join(words)
 
     def every_fault(self) -> tuple[str, ...]:
@@ -201,6 +208,8 @@ async def _main(
     await create_keys(doors[-1])
     stop = asyncio.Event()
     clients = SimClients(loop, doors, lin_dir, options.seed, options.clients, notes, stop)
+    if options.dflockd:  # (the face on the server's own port: its first byte tells)
+        clients.dflockd = [f"{host}:{SERVER_PORT}" for host in target.hosts]
     clients.start()
     rng = random.Random(f"{options.seed}-nemesis")
     nemesis = Nemesis(loop, rng, target, clients, notes, options.chosen_faults())
@@ -249,19 +258,22 @@ async def _start_target(
 
 @contextlib.contextmanager
 def _logs_kept(path: Path) -> Iterator[None]:
-    """tenure's log lines of the run go to ``path`` (not the terminal), in its
-    simulated processes' words."""
-    logger = logging.getLogger("tenure")
+    """The log lines of the run (tenure's, and those of the clients it runs:
+    ``dflockd-client``'s) go to ``path`` (not the terminal), in its simulated
+    processes' words."""
+    loggers = [logging.getLogger(name) for name in LOGGERS]
     handler = logging.FileHandler(path, encoding="utf-8")
     handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
-    saved = logger.handlers[:], logger.propagate, logger.level
-    logger.handlers, logger.propagate = [handler], False
-    logger.setLevel(logging.INFO)
+    saved = [(logger.handlers[:], logger.propagate, logger.level) for logger in loggers]
+    for logger in loggers:
+        logger.handlers, logger.propagate = [handler], False
+        logger.setLevel(logging.INFO)
     try:
         yield
     finally:
-        logger.handlers, logger.propagate = saved[0], saved[1]
-        logger.setLevel(saved[2])
+        for logger, (handlers, propagate, level) in zip(loggers, saved, strict=True):
+            logger.handlers, logger.propagate = handlers, propagate
+            logger.setLevel(level)
         handler.close()
 
 

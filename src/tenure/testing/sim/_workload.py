@@ -24,7 +24,9 @@ from typing import TYPE_CHECKING, Any, Final
 import tenure
 from tenure.errors import AlreadyExistsError
 from tenure.testing.workload import (
+    DFLOCKD_STEPS,
     NATIVE_SEMAPHORES,
+    STEPS,
     Books,
     LinClient,
     LinConfig,
@@ -51,6 +53,8 @@ MUTEXES: Final = ["mtx-0", "mtx-1"]
 GROUPS: Final = ["grp-0"]
 MEMBER_IDS: Final = ["id-0", "id-1", "id-2", "id-3"]
 ELECTIONS: Final = ["elc-0"]
+#: The mutexes taken through dflockd's face (``--dflockd``).
+DFLOCKD_KEYS: Final = ["dfl-0"]
 #: The sessions' recovery window, in seconds.
 WINDOW: Final = 3.0
 #: Seconds between two pauses of the first client past the window.
@@ -167,6 +171,8 @@ class SimClients:
         #: The labels of the clients killed (what they left unanswered is nobody's).
         self.dead: set[str] = set()
         self._books: dict[int, Books] = {}
+        #: Where dflockd's face is served (``host:port``; none: no dflockd steps).
+        self.dflockd: list[str] = []
 
     def label(self, number: int) -> str:
         """Client ``number``'s label now."""
@@ -189,7 +195,9 @@ class SimClients:
             counters=COUNTERS, mutexes=MUTEXES, groups=GROUPS, member_ids=MEMBER_IDS,
             semaphores=NATIVE_SEMAPHORES, elections=ELECTIONS, window=WINDOW, op_timeout=5.0,
             watchers=self.watchers, prefix_watchers=prefix_watchers(self.seed, self.clients),
+            dflockd=self.dflockd, dflockd_keys=DFLOCKD_KEYS if self.dflockd else [],
         )  # fmt: skip
+        steps = {**STEPS, **DFLOCKD_STEPS} if self.dflockd else STEPS
         books = self._books.get(generation)
         if books is None:
             books = Books(self.out_dir, generation, lambda: round(self.loop.now() * 1e9))
@@ -200,7 +208,7 @@ class SimClients:
         runner = (
             watcher(config, number, books, self.notes)
             if number < self.watchers
-            else LinClient(config, number, books, pauses, self.notes, resume=resume)
+            else LinClient(config, number, books, pauses, self.notes, steps, resume=resume)
         )
         self.runners[number] = runner
         process = self.loop.processes.new(host)

@@ -34,6 +34,7 @@ from tenure.testing.workload._client import (
     Step,
 )
 from tenure.testing.workload._config import NATIVE_SEMAPHORES, LinConfig, create_keys
+from tenure.testing.workload._dflockd import DFLOCKD_STEPS
 from tenure.testing.workload._hold_steps import MAX_COUNT, OFFER_WAIT
 from tenure.testing.workload._merge import close_holds, read_events, watch_records
 from tenure.testing.workload._recording import (
@@ -48,6 +49,7 @@ from tenure.testing.workload._watcher import PrefixWatcher, RegisterWatcher, wat
 
 __all__ = [
     "ANSWER_LOST",
+    "DFLOCKD_STEPS",
     "KEYS_OF",
     "MAX_COUNT",
     "MAX_MEMBERS",

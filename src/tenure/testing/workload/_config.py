@@ -85,7 +85,7 @@ class LinConfig:
     #: Operations per client at most (the loop is also bounded by the run's time).
     max_ops: int = 100_000
     #: ``host:port`` of each door that serves dflockd's protocol (none: no dflockd
-    #: steps; the fault suite's ``tools/faults/lin_dflockd.py``), and the mutexes taken through it.
+    #: steps: :mod:`tenure.testing.workload._dflockd`), and the mutexes taken through it.
     dflockd: list[str] = field(default_factory=list)
     dflockd_keys: list[str] = field(default_factory=list)
     #: The YDB face's endpoint (``grpc://host:port``, where discovery begins; empty: no

@@ -1,7 +1,8 @@
-"""The ``linearizable`` scenario through dflockd's face: mutexes taken with dflockd's client.
+"""The linearizable workload through dflockd's face: mutexes taken with dflockd's client.
 
 On a target that serves dflockd's protocol on its port (one ``tenure serve``: the
-face is accepted on the main port by the first byte), each client also takes, now
+face is accepted on the main port by the first byte; the fault suite's ``linearizable``
+scenario on ``tenure``, and the simulation's ``--dflockd``), each client also takes, now
 and then, one of its own mutexes (``dfl-<n>``) with ``dflockd-client``'s
 ``AsyncDistributedLock`` (a connection of its own through the client's door, the
 lease renewed by the library), recorded in the ``mutex`` model as the native ones:
@@ -24,19 +25,24 @@ lease renewed by the library), recorded in the ``mutex`` model as the native one
 A cluster of tenure servers is left out: dflockd's client dials one address (a
 standby closes its connections at once), and its ``servers`` list shards keys, it
 does not fail over (docs/cluster.md says to put a load balancer on ``/readyz``).
+
+``dflockd-client`` is imported by the step, when it runs: the workload's other steps
+need none of it (it is the repo's test dependency, not an extra of tenure).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-from typing import Final
-
-from dflockd_client import AsyncDistributedLock, DflockdError, fence_from_token
+from typing import TYPE_CHECKING, Final
 
 import tenure
-from tenure.testing.workload import ANSWER_LOST, LinClient, Step
-from tools.faults.history import now_ns
+from tenure.testing.workload._recording import ANSWER_LOST
+
+if TYPE_CHECKING:
+    from tenure.testing.workload._client import LinClient, Step
+
+__all__ = ["DFLOCKD_STEPS", "LEASE", "hold_through_dflockd"]
 
 #: The dflockd lease of a hold, in whole seconds (renewed at half of it by the library).
 LEASE: Final = 3
@@ -44,6 +50,8 @@ LEASE: Final = 3
 
 async def hold_through_dflockd(client: LinClient, session: tenure.Session) -> None:
     """One dflockd mutex: acquire, hold, release (see the module docstring)."""
+    from dflockd_client import AsyncDistributedLock, DflockdError, fence_from_token
+
     config = client.config
     key = client.rng.choice(config.dflockd_keys)
     host, port = config.dflockd_door_of(client.number)
@@ -56,7 +64,7 @@ async def hold_through_dflockd(client: LinClient, session: tenure.Session) -> No
     )
     writer = client.books.writer("mutex")
     try:
-        process, called = client.procs.current, now_ns()
+        process, called = client.procs.current, client.books.now_ns()
         client.books.record_at(called, "mutex", "invoke", process, "acquire", None, key)
         try:
             async with asyncio.timeout(config.op_timeout + config.acquire_wait):
@@ -68,7 +76,7 @@ async def hold_through_dflockd(client: LinClient, session: tenure.Session) -> No
         if not granted or lock.token is None:
             writer.fail(process, "acquire", None, key)
             return
-        token, seen = fence_from_token(lock.token), now_ns()
+        token, seen = fence_from_token(lock.token), client.books.now_ns()
         client.books.record_at(seen, "mutex", "ok", process, "acquire", token, key)
         await asyncio.sleep(client.rng.uniform(*config.hold))
         await client.pauses.maybe(client.rng, client.label)
