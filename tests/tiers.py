@@ -180,6 +180,7 @@ TIERS: Final[dict[str, tuple[str, ...]]] = {
     # A forked child opens its own default client.
     "tests/client/test_defaults.py::test_a_forked_child_opens_its_own_sync_default": SERVICE,
     "tests/client/test_forks.py": SERVICE,  # forks; tenure serve; gunicorn
+    "tests/client/test_release_crossing.py": SERVICE,  # tenure serve
     "tests/backends/test_ledger.py": UNIT,
     "tests/backends/test_abilities.py": UNIT,  # memory:// and dict://, in this process
     "tests/backends/test_session_core.py": UNIT,

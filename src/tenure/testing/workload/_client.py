@@ -24,7 +24,9 @@ A client (its own connection through its door, its own session, process label
   when it runs again. A hold may also be **handed off** (``lease.handoff()``, the
   string offered to the worker's other clients) and **adopted** by another client's
   session (``session.adopt(text)``: an ``acquire``, ``ok`` with its new token, ``fail``
-  if the hold had ended first): :mod:`tenure.testing.workload._hold_steps`;
+  if the hold had ended first); and a lock may be taken with a **max_hold** (the
+  server ends it that long after its grant, often before its release, a loss told by
+  its push or as the release returns): :mod:`tenure.testing.workload._hold_steps`;
 * **membership** (``session.group(name)``): a ``join`` of an id drawn from a small
   pool (``ok``: it joined; ``fail``: the id was taken, or the group full), or a
   ``leave`` of the member it has there; ``members()`` (``members``: ``ok`` with the
@@ -322,6 +324,7 @@ STEPS: Final[dict[str, tuple[Step, int]]] = {
     "add-counter": (LinClient.add_counter, 2),
     "read-counter": (LinClient.read_counter, 2),
     "hold-mutex": (LinClient.hold_mutex, 2),
+    "hold-bounded-mutex": (LinClient.hold_bounded_mutex, 1),
     "hand-off-mutex": (LinClient.hand_off_mutex, 1),
     "adopt-mutex": (LinClient.adopt_mutex, 1),
     "join-or-leave": (LinClient.join_or_leave, 2),
@@ -340,6 +343,7 @@ KEYS_OF: Final[dict[str, str]] = {
     "add-counter": "counters",
     "read-counter": "counters",
     "hold-mutex": "mutexes",
+    "hold-bounded-mutex": "mutexes",
     "hand-off-mutex": "mutexes",
     "adopt-mutex": "mutexes",
     "join-or-leave": "groups",

@@ -33,10 +33,13 @@ import tenure
 from tenure.errors import LeaseLostError, PreconditionFailedError, TenureError
 from tenure.testing.workload._recording import ANSWER_LOST, LinRecorder
 
-__all__ = ["MAX_COUNT", "OFFER_WAIT", "HoldSteps"]
+__all__ = ["MAX_COUNT", "MAX_HOLD", "OFFER_WAIT", "HoldSteps"]
 
 #: The largest count a semaphore step takes (its limit: :data:`SEMAPHORES`).
 MAX_COUNT: Final = 2
+#: Seconds a bounded lock's ``max_hold`` is, at random between the two (about the
+#: holds' own: many outlast it).
+MAX_HOLD: Final = (0.02, 0.2)
 #: Seconds an offered hold waits to be adopted before its client releases it.
 OFFER_WAIT: Final = 1.0
 
@@ -48,6 +51,19 @@ class HoldSteps(LinRecorder):
         """``lock()``, a hold (perhaps a pause of the whole worker), ``release()``."""
         key = self.rng.choice(self.config.mutexes)
         mutex = session.mutex(key)
+
+        def take() -> Awaitable[tenure.Lease]:
+            return mutex.lock(timeout=self.config.acquire_wait)
+
+        await self._hold(session, "mutex", key, None, take)
+
+    async def hold_bounded_mutex(self, session: tenure.Session) -> None:
+        """``lock()`` of a mutex with a ``max_hold`` of :data:`MAX_HOLD` (the server
+        ends the lock that long after its grant), a hold that may outlast it, then
+        ``release()``: a lock the server ended is a loss, told by its push or, if the
+        release crossed it, as the release returns (``fail``, and the ``lost``)."""
+        key = self.rng.choice(self.config.mutexes)
+        mutex = session.mutex(key, max_hold=self.rng.uniform(*MAX_HOLD))
 
         def take() -> Awaitable[tenure.Lease]:
             return mutex.lock(timeout=self.config.acquire_wait)
