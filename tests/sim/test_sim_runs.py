@@ -52,36 +52,37 @@ def test_a_watcher_watches_one_register_or_every_one_through_a_cache(
         assert not any("/" in r.watcher for r in records)
 
 
-def test_a_release_that_crossed_an_adoption_is_told_lost(tmp_path: Path) -> None:
-    # Seed 2 with 6 clients (found by the simulation): a client offered its mutex
-    # (lease.handoff()), another adopted it, and the offering client, not told yet,
-    # released it. Its release() returned as if it had released and its lease said
-    # so: the mutex had two holders at once in the history (docs/guarantees.md 6g: the
-    # old holder is told as for any lost grant). Now the loss the server pushed while
-    # the release was on its way is the lease's lost_reason once release() returns:
-    # the release is a fail, the loss recorded as it was told, at the release's return.
-    result = run_seed(SimOptions(2, minutes=0.5, clients=6), tmp_path)
+def test_a_release_that_crossed_the_end_of_its_hold_is_told_lost(tmp_path: Path) -> None:
+    # Found by the simulation (seed 2 with 6 clients, when hand-offs joined the
+    # workload): a client offered its mutex (lease.handoff()), another adopted it, and
+    # the offering client, not told yet, released it. Its release() returned as if it
+    # had released and its lease said so: the mutex had two holders at once in the
+    # history (docs/guarantees.md 6g: the old holder is told as for any lost grant).
+    # Now the loss the server pushed while the release was on its way is the lease's
+    # lost_reason once release() returns: the release a fail, the loss recorded as it
+    # was told, after the release was invoked. Seed 7 (6 clients) has two such releases
+    # in today's workload, a hand-off's or a max_hold's.
+    result = run_seed(SimOptions(7, minutes=0.5, clients=6), tmp_path)
     assert result.ok, result.verdicts.violations
     events = merged_histories(tmp_path / "lin")["mutex"]
-    offered = {(e["key"], e["value"]) for e in events if "/offered-" in e["process"]}
-    invoked = {  # when each offered hold's own release was invoked
+    released = {  # each hold's own release: when invoked, and what it was
+        (e["key"], e["value"]): (e["time"], e["type"])
+        for e in events
+        if e["f"] == "release" and "/" not in e["process"]
+    }
+    invoked = {
         (e["key"], e["value"]): e["time"]
         for e in events
         if e["f"] == "release" and e["type"] == "invoke" and "/" not in e["process"]
-        and (e["key"], e["value"]) in offered
-    }  # fmt: skip
+    }
     told_at = {
         (e["key"], e["value"]): e["time"]
         for e in events
         if "/lost-" in e["process"] and e["type"] == "ok"
     }
-    crossed = [hold for hold, at in invoked.items() if hold in told_at and told_at[hold] > at]
-    assert crossed, "no release of an offered hold was told lost as it returned"
-    for key, token in crossed:  # adopted: a greater token granted meanwhile
-        assert any(
-            e["key"] == key and e["f"] == "acquire" and e["type"] == "ok" and e["value"] > token
-            for e in events
-        )
+    crossed = [hold for hold, at in invoked.items() if told_at.get(hold, 0) > at]
+    assert len(crossed) == 2, crossed
+    assert all(released[hold][1] == "fail" for hold in crossed)
 
 
 def test_a_run_takes_mutexes_through_dflockds_face_with_its_own_client(

@@ -225,9 +225,11 @@ class Session:
         whose semaphore was deleted, and a grant whose lease expired or whose
         semaphore was deleted, are told by a push; a push can be lost with a
         connection, or with a server's restart. The engine keeps the latest such
-        ending per hold until the session acquires or releases that hold again (so
-        the client has seen it), so a client that re-attaches can read back what it
-        may have missed (DescribeSession). At most the node's
+        ending per hold until the session acquires that hold again, or releases it
+        while holding or waiting there (so the client has seen it; a release that
+        finds nothing leaves it, since its answer may be lost with its connection
+        and a release sent again finds nothing either), so a client that re-attaches
+        can read back what it may have missed (DescribeSession). At most the node's
         ``max_missed_per_session`` are kept, the oldest dropped first, each
         counted in the memory budget's estimate (:func:`missed_bytes`).
         """

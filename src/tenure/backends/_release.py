@@ -12,9 +12,11 @@ the session ends. Then the hold's number is free again, and the answer's future
 gets the store's answer, or the session's loss (at once, when the session ends
 while the release is being tried; and when the store refuses a release that
 reaches it after the session's end, which gave the hold back already), or the
-grant's loss (the store told that it had ended the grant before the release reached
-it: :attr:`~tenure.backends._ledger.HoldLedger.ended_first`), or the store's error,
-which is also logged: nobody may be waiting to hear it.
+grant's loss (the store had ended the grant before the release reached it: it told
+so, :attr:`~tenure.backends._ledger.HoldLedger.ended_first`, or a release sent once
+found nothing held; one sent again may find its own first send applied, and says
+nothing), or the store's error, which is also logged: nobody may be waiting to hear
+it.
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ from typing import Any, Final, Protocol, TypeVar
 from tenure.backends._base import Grant
 from tenure.backends._ledger import HoldLedger, Place
 from tenure.backends._store import Acquiring
-from tenure.errors import LostError, UnavailableError
+from tenure.errors import LeaseLostError, LostError, UnavailableError
 
 __all__ = ["Releases", "ReleasesHome"]
 
@@ -113,8 +115,16 @@ class Releases:
             # Applied (the common case): _released with nothing to log.
             ended = self._drop(place, held)
             if not answer.done():
+                held_there = first.result()
+                if ended is None and not held_there and held is not None:
+                    # Sent once, and the store held nothing: it had ended the grant
+                    # first (its push of the loss may come after this answer).
+                    ended = LeaseLostError(
+                        f"the hold of {place[0]!r} had ended before its release reached "
+                        "the store (its max_hold passed, it was adopted, or deleted)"
+                    )
                 if ended is None:
-                    answer.set_result(first.result())
+                    answer.set_result(held_there)
                 else:
                     _lost_first(answer, ended)
         elif not first.cancelled() and not isinstance(error, UnavailableError):

@@ -40,9 +40,11 @@ def release(state: EngineState, cmd: c.Release, now: float) -> bool:
     """Give back the hold's tokens and drop its waiter; False if it had neither."""
     session, node = state.lookup_session_node(cmd.session_id)
     name, hold = check_place(cmd.name, cmd.hold)
-    session.forget_missed(name, hold)  # its client is done with it, however it ended
     sem = node.semaphores.get(name)
     if sem is None:
+        # Nothing to release: how the hold ended stays kept for a re-attach (the
+        # answer, False, may be lost with its connection, and a release sent again
+        # is answered False too, however the first ended).
         return False
     sid = session.session_id
     key = holder_key(sid, hold)
@@ -65,7 +67,10 @@ def release(state: EngineState, cmd: c.Release, now: float) -> bool:
         session.discard_hold(sem.name, hold)
     change = (NOTHING if owner is None else OWNERS) | (NOTHING if waiter is None else WAITERS)
     settle(state, node, sem, now, change)
-    return owner is not None or waiter is not None
+    if owner is None and waiter is None:
+        return False  # (how it ended stays kept, as above)
+    session.forget_missed(name, hold)  # its client is done with it
+    return True
 
 
 def cancel_acquire(state: EngineState, cmd: c.CancelAcquire, now: float) -> bool:

@@ -23,7 +23,7 @@ operation whose outcome is unknown (``w0c1.3``: that one may still be in flight,
 the client's next is another process's, lincheck's rule); a loss has a process of its
 own (``w0c1/lost-<key>-<token>``), since it spans the client's other steps, and so has
 the release of a hold a session taken back kept (``w0c1/resumed-<key>-<token>``), and the
-end an adoption may give a hold offered (``w0c1/offered-<key>-<token>``). What a client
+end the service may give a hold by itself, untold (``w0c1/untold-<key>-<token>``). What a client
 does through YDB's face has process ids of their own, marked (``w0c1.y``, ``w0c1.y.2``:
 :func:`through_ydb`), sequential with the client's others all the same.
 """
@@ -131,10 +131,11 @@ class ProcessIds:
         """The process id of the loss of the hold of ``token`` on ``key``."""
         return f"{self.label}/lost-{key}-{token}"
 
-    def offered(self, key: str, token: int) -> str:
-        """The process id of the end an adoption may give the hold of ``token`` on
-        ``key`` once it is offered (:mod:`tenure.testing.workload._hold_steps`)."""
-        return f"{self.label}/offered-{key}-{token}"
+    def untold(self, key: str, token: int) -> str:
+        """The process id of an end the service may give the hold of ``token`` on
+        ``key`` by itself, untold (an adoption once it is offered, its ``max_hold``:
+        :meth:`~tenure.testing.workload.LinRecorder._end`)."""
+        return f"{self.label}/untold-{key}-{token}"
 
     def resumed(self, key: str, token: int) -> str:
         """The process id of the release of the hold of ``token`` on ``key`` that a

@@ -82,6 +82,11 @@ class LinConfig:
     #: Of the watchers, how many (the last ones) watch every register at once through a
     #: prefix cache instead (:class:`~tenure.testing.workload.PrefixWatcher`).
     prefix_watchers: int = 0
+    #: Whether the target tells a hold's end that its release crossed (the hold adopted,
+    #: its max_hold passed, before the release reached it: ``tenure://`` makes it the
+    #: lease's ``lost_reason`` as ``release()`` returns). False: a hold offered for a
+    #: hand-off may end untold (:mod:`tenure.testing.workload._hold_steps`).
+    told_when_crossed: bool = False
     #: Operations per client at most (the loop is also bounded by the run's time).
     max_ops: int = 100_000
     #: ``host:port`` of each door that serves dflockd's protocol (none: no dflockd

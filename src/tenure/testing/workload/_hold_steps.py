@@ -12,12 +12,15 @@ recorded as an ``acquire`` of the ``mutex`` model (``ok`` with the new token; ``
 when the hold had ended first: ``LeaseLostError``), then held and released as any
 lock. With no offer waiting, it locks a mutex as ``hold-mutex`` does.
 
-From the offer on, an adoption may end the offered hold at any time: a ``lost``
-invoked then and never completed (``w0c1/offered-<key>-<token>``). Its own release is
-``info`` unless its lease was told lost first (``fail``, the loss recorded as every
-loss is, at the latest as the release returns: the release and an adoption may
-cross, and ``tenure://`` then tells the loss as ``lost_reason`` when ``release()``
-returns; a store that does not tell it returns as if it had released). So the
+An adoption ends the offered hold, and its lease is told (the service's push), or,
+if the holder's release crossed the adoption, told as the release returns:
+``tenure://`` makes the loss the lease's ``lost_reason`` when ``release()`` returns
+(where the config says the target does, :attr:`LinConfig.told_when_crossed`: the
+simulation's). Untold, an adoption may have ended the hold any time from the offer
+on: whenever the release is ``info`` (its answer lost, its session ended: the loss
+then never reaches the holder), and on a target that does not tell a crossed end
+(whose release returns as if it had released: ``info`` too), a ``lost`` invoked at
+the offer and never completed is recorded (``w0c1/untold-<key>-<token>``). So the
 ``mutex`` model holds a hand-off to its rules: the offering hold ends before the
 adopting one begins, and the adopter's token is greater than every token before it.
 """
@@ -31,7 +34,7 @@ from typing import Final
 
 import tenure
 from tenure.errors import LeaseLostError, PreconditionFailedError, TenureError
-from tenure.testing.workload._recording import ANSWER_LOST, LinRecorder
+from tenure.testing.workload._recording import ANSWER_LOST, LinRecorder, Untold
 
 __all__ = ["MAX_COUNT", "MAX_HOLD", "OFFER_WAIT", "HoldSteps"]
 
@@ -68,7 +71,9 @@ class HoldSteps(LinRecorder):
         def take() -> Awaitable[tenure.Lease]:
             return mutex.lock(timeout=self.config.acquire_wait)
 
-        await self._hold(session, "mutex", key, None, take)
+        # (the server may end it before its grant reaches this client: a grant held up
+        # on a slow link, seen after its max_hold passed)
+        await self._hold(session, "mutex", key, None, take, ends_unseen=True)
 
     async def hold_semaphore(self, session: tenure.Session) -> None:
         """``acquire(name, count)`` of a semaphore (its limit
@@ -123,24 +128,22 @@ class HoldSteps(LinRecorder):
 
         await self._hold(session, "mutex", key, None, take, before_release=self._offer)
 
-    async def _offer(self, lease: tenure.Lease) -> bool:
+    async def _offer(self, lease: tenure.Lease) -> Untold | None:
         """Offer ``lease`` to the worker's other clients; wait until it is adopted (it
-        ends lost) or :data:`OFFER_WAIT` passes, and withdraw the offer. Whether it was
-        offered (an answer lost may have offered it): then it may be adopted until it
-        is released, and the release does not tell whether it was."""
-        # From the offer on, an adoption may end the hold any time (the offering lease
-        # told, or not if its release crosses the adoption): a ``lost`` never completed.
-        process = self.procs.offered(lease.name, lease.token)
-        self.books.writer("mutex").invoke(process, "lost", lease.token, lease.name)
+        ends lost) or :data:`OFFER_WAIT` passes, and withdraw the offer. If it was
+        offered, what records that an adoption may have ended it untold from the offer
+        on (a ``lost`` never completed: the module docstring), for the release to use
+        when it cannot tell."""
+        called = self.books.now_ns()
         try:
             async with asyncio.timeout(self.config.op_timeout):
                 text = await lease.handoff()
         except ANSWER_LOST as error:  # (offered or not: nobody has the string)
             self.rec.note(self.label, "handoff-failed", error=repr(error))
-            return False
+            return None
         except TenureError as error:  # (lost first, or its session)
             self.rec.note(self.label, "handoff-failed", error=repr(error))
-            return False
+            return None
         offer = (lease.name, text)
         self.books.offers.append(offer)
         try:
@@ -150,7 +153,13 @@ class HoldSteps(LinRecorder):
         finally:
             with contextlib.suppress(ValueError):  # (taken by an adopter)
                 self.books.offers.remove(offer)
-        return True
+
+        def untold() -> None:
+            name, token = lease.name, lease.token
+            process = self.procs.untold(name, token)
+            self.books.record_at(called, "mutex", "invoke", process, "lost", token, name)
+
+        return untold
 
     async def adopt_mutex(self, session: tenure.Session) -> None:
         """``adopt()`` of the oldest hold offered (an ``acquire``: ``ok`` with its new
