@@ -23,11 +23,11 @@ pytestmark = pytest.mark.timeout(600)
 #: schedule can move these: run it again and put its seeds here; a mutant that needs
 #: many more seeds than before is a weaker simulation.
 FOUND_BY = {
-    "resent-update": ("server", 26, "linearizable:watch"),
+    "resent-update": ("server", 17, "linearizable:watch"),
     "stalled-release": ("server", 1, "linearizable:mutex"),
     "token-reset": ("server", 1, "linearizable:mutex"),
     "lost-swap": ("server", 1, "linearizable:register"),
-    "torn-record": ("server", 1, "restart"),
+    "torn-record": ("server", 7, "restart"),
     "failover-token-reset": ("cluster", 1, "linearizable:mutex"),
     "unfenced-append": ("cluster", 135, "unhandled"),
 }
