@@ -11,6 +11,7 @@ timed.
 
 from __future__ import annotations
 
+import asyncio
 import time
 from pathlib import Path
 
@@ -37,21 +38,30 @@ def _wait_until_free(url: str, name: str) -> None:
             time.sleep(0.01)
 
 
-@pytest.mark.parametrize("wait", [True, False], ids=["release", "release-without-waiting"])
+@pytest.mark.parametrize(
+    "wait", [True, False, None], ids=["release", "release-without-waiting", "async-with"]
+)
 async def test_a_release_that_crossed_a_max_hold_end_is_told_lost(
-    tmp_path: Path, wait: bool
+    tmp_path: Path, wait: bool | None
 ) -> None:
     with ServerProcess(tmp_path / "data", "--idle-timeout", "0") as server:
         url = f"tenure://127.0.0.1:{server.port}"
         async with tenure.connect(url) as client:
             await client.create_node(NODE)
             session = await client.session(NODE)
-            lock = await session.mutex("m", max_hold=0.2).lock()
-            _wait_until_free(url, "m")  # (this loop stands still meanwhile)
-            assert lock.lost_reason is None  # the push is not read yet
-            await lock.release(wait=wait)
-            if not wait:  # under way: the answer comes with the next wait
-                await lock.release()
+            if wait is None:  # leaving the block starts the release, waits for nothing
+                async with session.mutex("m", max_hold=0.2).lock() as lock:
+                    _wait_until_free(url, "m")  # (this loop stands still meanwhile)
+                assert lock.lost_reason is None  # the push is not read yet
+                await asyncio.sleep(0)  # (whether or not the answer came meanwhile)
+                await lock.release()  # waits for the release under way, or reads its answer
+            else:
+                lock = await session.mutex("m", max_hold=0.2).lock()
+                _wait_until_free(url, "m")  # (this loop stands still meanwhile)
+                assert lock.lost_reason is None  # the push is not read yet
+                await lock.release(wait=wait)
+                if not wait:  # under way: the answer comes with the next wait
+                    await lock.release()
             assert isinstance(lock.lost_reason, LeaseLostError), lock.lost_reason
             assert "max_hold" in str(lock.lost_reason)
             # The session is whole: the next lock is granted, under a greater token.

@@ -198,10 +198,10 @@ class Lease(Guarded):
 
         A hold the store ended before the release reached it (adopted by another
         session after :meth:`handoff`, its ``max_hold`` passed, deleted by force) is
-        not given back by it: where the store tells that loss while the release is on
-        its way (``tenure://``, ``memory://``), :attr:`lost_reason` is the loss once
-        this returns, though the lease's ``lost`` awaiters and callbacks were told of
-        the release.
+        not given back by it: where the store tells that loss (``tenure://``,
+        ``memory://``), :attr:`lost_reason` is the loss once this returns (also
+        after leaving ``async with``, whose release it waits for), though the
+        lease's ``lost`` awaiters and callbacks were told of the release.
 
         Returns once the backend has applied the release (from then on, every
         client sees the tokens free), or once the session has ended (one given up
@@ -214,7 +214,11 @@ class Lease(Guarded):
         """
         self._release_soon()
         releasing = self._releasing
-        if wait and releasing is not None and not releasing.done():
+        if releasing is None:
+            return
+        if not releasing.done():
+            if not wait:
+                return
             try:
                 # Shielded: a waiter that is cancelled stops waiting, not the release.
                 await _shielded(releasing)
@@ -222,6 +226,10 @@ class Lease(Guarded):
                 self._signal.lost_first(self._translate(error))
             except LostError:  # (not contextlib.suppress: three calls more per release)
                 return
+        elif not releasing.cancelled():  # answered already (leaving ``async with``)
+            answer = releasing.exception()
+            if isinstance(answer, LeaseLostError):
+                self._signal.lost_first(self._translate(answer))
 
     def _release_soon(self) -> asyncio.Future[bool] | None:
         """End the lease and start its release; the backend's answer, or None (nothing
