@@ -187,9 +187,14 @@ async def test_the_linearizable_scenario_checks_every_model(
         assert (tmp_path / "lincheck" / f"{model}.jsonl").exists()
     if ydb:
         # Through YDB's face (tools/faults/lin_ydb.py): holds of its semaphores, reads
-        # and writes of the registers the native clients share.
-        assert checked["ydb"]["semaphore"] >= 100, checked
-        assert checked["ydb"]["register"] >= 100, checked
+        # and writes of the registers the native clients share. Judged against the
+        # native operations of the same run (a busy machine does fewer of both): YDB's
+        # visits are one step among many (about a quarter of the registers' and a
+        # third of the semaphores' operations, on an idle machine).
+        for model in ("semaphore", "register"):
+            through = checked["ydb"][model]
+            assert through >= 30, checked
+            assert through >= checked[model]["checked_operations"] / 10, checked
     assert checked["watch"]["states_seen"] > 0, checked
     assert checked["watch"]["verdict"] == "ok", checked
     if NETNS in target.capabilities:

@@ -72,9 +72,10 @@ def test_a_cluster_seed_gives_one_history_and_every_rule_holds(tmp_path: Path) -
 def test_the_leaders_snapshots_are_made_by_its_state_process_in_process(
     tmp_path: Path,
 ) -> None:
-    # 8 clients for half a minute append some thousands of records: past the
-    # members' snapshot_every (2,000) at least once.
-    options = SimOptions(2, target="cluster", minutes=0.5, clients=8, faults=())
+    # 8 clients for a minute append some thousands of records: past the members'
+    # snapshot_every (2,000) at least once (half a minute did, before the workload's
+    # hand-offs, whose offers wait up to a second, made its clients slower).
+    options = SimOptions(2, target="cluster", minutes=1, clients=8, faults=())
     result = run_seed(options, tmp_path)
     assert result.ok, result.verdicts.violations
     log = (tmp_path / "server.log").read_text()
