@@ -47,6 +47,8 @@ __all__ = ["LIVELOCK_TURNS", "SimDeadlockError", "SimLivelockError", "SimLoop", 
 
 #: The loop's clock resolution: timers due within it of now run now.
 RESOLUTION: Final = 1e-9
+_READ: Final = selectors.EVENT_READ
+_WRITE: Final = selectors.EVENT_WRITE
 
 
 class SimDeadlockError(RuntimeError):
@@ -112,19 +114,22 @@ class SimSelector(selectors.BaseSelector):
         """The keys whose simulated socket is ready for what they wait for."""
         found: list[tuple[selectors.SelectorKey, int]] = []
         watch = self._watch
-        for fd in sorted(watch):
-            key = self._keys.get(fd)
-            sock = self.sockets.get(fd)
+        if not watch:
+            return found
+        keys, sockets, runs = self._keys, self.sockets, self.processes.runs
+        for fd in sorted(watch) if len(watch) > 1 else list(watch):
+            key = keys.get(fd)
+            sock = sockets.get(fd)
             if key is None or sock is None:
                 watch.discard(fd)  # (the loop's self-pipe: nothing writes to it)
                 continue
-            if not self.processes.runs(sock.local[0]):
+            if not runs(sock.local[0]):
                 continue  # its process is paused: what arrived waits in the socket
             events = 0
-            if key.events & selectors.EVENT_READ and sock.readable():
-                events |= selectors.EVENT_READ
-            if key.events & selectors.EVENT_WRITE and sock.writable():
-                events |= selectors.EVENT_WRITE
+            if key.events & _READ and sock.readable():
+                events |= _READ
+            if key.events & _WRITE and sock.writable():
+                events |= _WRITE
             if events:
                 found.append((key, events))
             else:
@@ -187,7 +192,9 @@ class SimLoop(asyncio.SelectorEventLoop):
         """The clock of the process running now (its host's: :mod:`._clocks`), else
         :meth:`now`."""
         process = PROCESS.get()
-        clock = self.clocks.of(None if process is None else process.name)
+        if process is None or not self.clocks.clocks:  # (a clock of its own is rare)
+            return self.selector.now
+        clock = self.clocks.of(process.name)
         return self.selector.now if clock is None else clock.local(self.selector.now)
 
     def wall_time(self) -> float:
@@ -199,6 +206,8 @@ class SimLoop(asyncio.SelectorEventLoop):
 
     def _clock_of(self, context: Any) -> tuple[str | None, HostClock | None]:
         """The host whose clock a timer of ``context`` (None: the current one) runs on."""
+        if not self.clocks.clocks:
+            return None, None  # (no host has a clock of its own yet: most of a run)
         process = PROCESS.get() if context is None else context.get(PROCESS)
         host = None if process is None else process.name
         return host, self.clocks.of(host)

@@ -35,9 +35,11 @@ __all__ = ["PROCESS", "HeldReady", "ProcessTable", "SimProcess"]
 T = TypeVar("T")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class SimProcess:
-    """One incarnation of a process on host ``name`` (module docstring)."""
+    """One incarnation of a process on host ``name`` (module docstring). One object per
+    incarnation (:meth:`ProcessTable.new`): it is its own identity, hashed as an object
+    (every ready callback asks whether its process is paused or crashed)."""
 
     name: str
     incarnation: int
@@ -151,7 +153,6 @@ class ProcessTable:
         with warnings.catch_warnings():
             warnings.filterwarnings("ignore", r"coroutine .* was never awaited", RuntimeWarning)
             self.graveyard.clear()
-            gc.unfreeze()  # (what a cluster leader's takeover froze: gc.freeze)
             gc.collect()
 
     def in_order(self, tasks: Iterable[asyncio.Task[Any]]) -> list[asyncio.Task[Any]]:
@@ -181,6 +182,8 @@ class ProcessTable:
 
     def keep(self, handle: asyncio.Handle) -> bool:
         """Whether ``handle`` may go to the ready queue now (else it was held or dropped)."""
+        if not (self.paused or self.crashed):
+            return True  # (nearly every call: nobody is paused or dead)
         process = process_of(handle)
         if process is None:
             return True

@@ -152,8 +152,7 @@ class SimUnaryCall:
         self._ended = asyncio.Event()
         self._deadline: asyncio.TimerHandle | None = None
         if timeout is not None:  # (on the caller's clock, in its context: gRPC's deadline)
-            late = rpc_error(_CODE.DEADLINE_EXCEEDED, "Deadline Exceeded")
-            self._deadline = asyncio.get_running_loop().call_later(timeout, self.finish, None, late)
+            self._deadline = asyncio.get_running_loop().call_later(timeout, self._too_late)
         if channel.closed:
             self.finish(None, grpc.aio.UsageError("Channel is closed."))
         else:
@@ -184,6 +183,9 @@ class SimUnaryCall:
             self._deadline.cancel()
         self.channel._untrack(self)
         self._ended.set()
+
+    def _too_late(self) -> None:
+        self.finish(None, rpc_error(_CODE.DEADLINE_EXCEEDED, "Deadline Exceeded"))
 
     def cancel(self) -> bool:
         """Cancel the call (False: it had ended)."""
