@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from tenure.testing.workload import MODELS
+from tenure.testing.workload import CLAIM, MODELS
 from tests.etcd.fixtures import require_etcd
 from tests.faults.conftest import require_netns, require_tools
 from tests.postgres.fixtures import require_postgres
@@ -197,6 +197,9 @@ async def test_the_linearizable_scenario_checks_every_model(
             assert through >= checked[model]["checked_operations"] / 10, checked
     assert checked["watch"]["states_seen"] > 0, checked
     assert checked["watch"]["verdict"] == "ok", checked
+    # The claims (one slot every client claims: granted, refused, released).
+    assert checked[CLAIM]["verdict"] == "ok", checked
+    assert checked[CLAIM]["operations"] >= 20, checked
     if NETNS in target.capabilities:
         # The kernel's cuts (tools/faults/lin_cuts.py), first in the first round: the
         # leader cut from etcd, clients from the leader, the leader from everything.

@@ -11,6 +11,10 @@ The workers of the scenario record their operations in lincheck's format themsel
    ``linearizable:<model>``, its numbers, and the merged history written to the
    run's ``lincheck/`` directory with its witness.
 
+And the claims (``w*-claim.jsonl``), held to the store's promises with time in them by
+:func:`tenure.testing.workload.check_claims`: ``claims:exclusive``, ``claims:token``,
+``claims:refused`` (the suite's clocks do not jump: no jump is allowed for).
+
 And the workload's liveness, from the same files (the suite's own rules have no
 operation of these workers to judge):
 
@@ -38,7 +42,10 @@ from typing import Any
 
 from tenure.testing import lincheck
 from tenure.testing.workload import (
+    CLAIM,
     MODELS,
+    RECORDED,
+    check_claims,
     close_holds,
     read_events,
     through_ydb,
@@ -69,6 +76,12 @@ def check_workload(
             registers = result
     if any(ydb.values()):
         stats["ydb"] = {"operations": sum(ydb.values()), **{m: n for m, n in ydb.items() if n}}
+    claims = read_events(sorted(lin_dir.glob(f"w*-{CLAIM}.jsonl")))
+    answered, problems = check_claims(claims)  # (each "claims:<rule>: what broke")
+    stats[CLAIM] = {"operations": answered, "verdict": "violated" if problems else "ok"}
+    for problem in problems:
+        rule, message = problem.split(": ", 1)
+        violations.append(Violation(rule, message, 0.0))
     records = watch_records(sorted(lin_dir.glob("watch-*.jsonl")))
     watched, stats["watch"] = check_watchers(records, registers)
     return violations + watched, stats
@@ -109,7 +122,7 @@ def check_progress(
     answered: dict[str, list[float]] = {}
     pending: dict[str, dict[str, Any]] = {}
     counts: dict[str, int] = {}
-    for model in MODELS:
+    for model in RECORDED:
         events = read_events(sorted(lin_dir.glob(f"w*-{model}.jsonl")))
         counts[model] = sum(1 for e in events if e["type"] in ("ok", "fail"))
         for event in events:

@@ -56,6 +56,8 @@ GROUPS: Final = [f"grp-{n}" for n in range(2)]
 MEMBER_IDS: Final = [f"id-{n}" for n in range(4)]
 #: The elections (the native semaphores are the workload's NATIVE_SEMAPHORES).
 ELECTIONS: Final = ["elc-0"]
+#: The name the clients claim for slots (tenure.testing.workload._claim_steps).
+CLAIMS: Final = ["clm-0"]
 #: The mutexes taken through dflockd's face (tenure.testing.workload._dflockd), where served.
 DFLOCKD_KEYS: Final = [f"dfl-{n}" for n in range(2)]
 #: Workers whose first client watches: a register, or (the one named) every register
@@ -151,7 +153,8 @@ async def run_linearizable(
                 out_dir=str(lin_dir), history=str(history_dir / f"w{index}.jsonl"),
                 seed=seed * 1000 + index, registers=REGISTERS, counters=COUNTERS,
                 mutexes=MUTEXES, groups=GROUPS, member_ids=MEMBER_IDS,
-                semaphores=NATIVE_SEMAPHORES, elections=ELECTIONS, window=scenario.window,
+                semaphores=NATIVE_SEMAPHORES, elections=ELECTIONS, claims=CLAIMS,
+                window=scenario.window,
                 hold=scenario.hold, pause_every=PAUSE_EVERY if index == 0 else 0.0,
                 watchers=1 if index < WATCHING_WORKERS else 0,
                 prefix_watchers=1 if index == PREFIX_WATCHING_WORKER else 0,

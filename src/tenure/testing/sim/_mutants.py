@@ -18,6 +18,9 @@ others are bugs of the kinds a coordination service must never have:
 * ``lost-swap``: the server answers that a compare-and-set swapped, and does not
   change the data (one in five that should swap). Caught by
   ``linearizable:register`` and ``linearizable:counter``.
+* ``early-claim-end``: a claim's release ends it at once, its ``at_least`` not
+  waited for (a late replica finds the slot free and runs it again). Caught by
+  ``claims:exclusive``.
 * ``torn-record``: a journal whose last record was torn by a power loss keeps the torn
   record's part as a record (the torn tail not dropped), so the restart replays a
   record cut short. Caught by ``restart`` (the server must start from what a crash
@@ -32,7 +35,8 @@ And of a cluster (``--target cluster``):
   neither the fence (the Txn's compare on its candidacy) nor the compare that the
   entry's index is free. (The fence alone dropped is no bug: the index's compare keeps
   a deposed leader's late entries from landing anywhere but next.) A deposed leader's
-  append held up on its way lands over its successor's entries. Caught by a model.
+  append held up on its way lands over its successor's entries. Caught by a model, or
+  by ``no-progress`` (the members stuck on a log they cannot apply).
 :data:`MUTANT_TARGETS` says which targets each runs on (those its code runs in).
 
 A patch of a module mypyc compiled does not take: the command line runs mutants on
@@ -107,6 +111,21 @@ def _lost_swap() -> list[Patch]:
     return [("tenure._core.engine._HANDLERS", c.SwapSemaphoreData, swap)]
 
 
+def _early_claim_end() -> list[Patch]:
+    from tenure._core import commands as c
+
+    def release(original: Callable[..., Any]) -> Callable[..., Any]:
+        def at_once(state: Any, cmd: Any, now: float) -> Any:
+            timer = state.lookup_node(cmd.node).claims.get(cmd.name)
+            if timer is not None:
+                timer.least_until = min(timer.least_until, now)  # at_least forgotten
+            return original(state, cmd, now)
+
+        return at_once
+
+    return [("tenure._core.engine._HANDLERS", c.ReleaseClaim, release)]
+
+
 def _torn_record() -> list[Patch]:
     from tenure.server._durability import tails
 
@@ -158,6 +177,7 @@ MUTANTS: Final[dict[str, Callable[[], list[Patch]]]] = {
     "stalled-release": _stalled_release,
     "token-reset": _token_reset,
     "lost-swap": _lost_swap,
+    "early-claim-end": _early_claim_end,
     "torn-record": _torn_record,
     "failover-token-reset": _failover_token_reset,
     "unfenced-append": _unfenced_append,
@@ -168,6 +188,7 @@ MUTANT_TARGETS: Final[dict[str, tuple[str, ...]]] = {
     "stalled-release": ("server", "cluster"),
     "token-reset": ("server",),
     "lost-swap": ("server", "cluster"),
+    "early-claim-end": ("server", "cluster"),
     "torn-record": ("server",),
     "failover-token-reset": ("cluster",),
     "unfenced-append": ("cluster",),

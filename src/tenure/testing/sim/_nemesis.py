@@ -190,6 +190,7 @@ class Nemesis:
             host = server if self.rng.random() < 0.3 else client
             if self.rng.random() < 0.5:
                 self.loop.jump_clock(host, length)
+                self.notes.note("nemesis", "clock-jump", host=host, seconds=length)
             else:
                 self.loop.drift_clock(host, 1 + self.rng.uniform(-MAX_DRIFT, MAX_DRIFT))
         elif fault == "crash-client":

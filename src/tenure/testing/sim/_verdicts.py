@@ -9,6 +9,8 @@ The rules (each violation a line naming its rule):
   at most one holder; the registers and counters hold every acknowledged write (none
   lost, none applied twice); membership holds each member's join and leave. A search
   past its bound is a violation too (``unknown``: a run must be judged);
+* ``claims:exclusive``, ``claims:token``, ``claims:refused``: the claims held to the
+  store's promises with time in them (:func:`tenure.testing.workload.check_claims`);
 * ``linearizable:watch``: what the watcher saw of a register (each state in order,
   none repeated, none before the write that made it) is explained by a linearization
   of the registers (:func:`tenure.testing.lincheck.check_watches`);
@@ -29,6 +31,7 @@ The rules (each violation a line naming its rule):
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
@@ -36,7 +39,10 @@ from typing import Any, Final
 from tenure.testing import lincheck
 from tenure.testing.sim._workload import SimNotes
 from tenure.testing.workload import (
+    CLAIM,
     MODELS,
+    RECORDED,
+    check_claims,
     close_holds,
     read_events,
     watch_records,
@@ -64,10 +70,11 @@ def watched(lin_dir: Path) -> list[lincheck.WatchRecord]:
 
 
 def merged_histories(lin_dir: Path) -> dict[str, list[dict[str, Any]]]:
-    """Each model's events, merged and closed, in the order of the models."""
+    """Each model's events, merged and closed, in the order of the models; then the
+    claims' (:data:`~tenure.testing.workload.RECORDED`)."""
     return {
         model: close_holds(model, read_events(sorted(lin_dir.glob(f"w*-{model}.jsonl"))))
-        for model in MODELS
+        for model in RECORDED
     }
 
 
@@ -79,12 +86,23 @@ def judge(
     quiet: float,
     operating: list[str],
     dead: set[str],
+    stores: Collection[str] = (),
 ) -> Verdicts:
     """Every rule of the module docstring on one run (``operating``: the labels of the
     clients that operate, not watch, at the end; ``dead``: those of clients killed, whose
-    operations in flight stay unanswered)."""
+    operations in flight stay unanswered; ``stores``: the servers' hosts, whose clocks'
+    jumps the claims are allowed)."""
     verdicts = Verdicts()
-    results = {model: _check_model(verdicts, model, events) for model, events in histories.items()}
+    results = {
+        model: _check_model(verdicts, model, events)
+        for model, events in histories.items()
+        if model in MODELS
+    }
+    claims = histories.get(CLAIM)
+    if claims is not None:
+        jumps = [note.at for note in notes.of("clock-jump") if note.fields["host"] in stores]
+        verdicts.operations[CLAIM], broken = check_claims(claims, jumps=jumps)
+        verdicts.violations += broken
     registers = results.get("register")
     if watched and registers is not None and registers.ok:
         found = lincheck.check_watches(registers, watched)

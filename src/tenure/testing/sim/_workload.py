@@ -53,6 +53,8 @@ MUTEXES: Final = ["mtx-0", "mtx-1"]
 GROUPS: Final = ["grp-0"]
 MEMBER_IDS: Final = ["id-0", "id-1", "id-2", "id-3"]
 ELECTIONS: Final = ["elc-0"]
+#: The name claimed for slots (one: every claim of a run contends).
+CLAIMS: Final = ["clm-0"]
 #: The mutexes taken through dflockd's face (``--dflockd``).
 DFLOCKD_KEYS: Final = ["dfl-0"]
 #: The sessions' recovery window, in seconds.
@@ -193,7 +195,8 @@ class SimClients:
             index=generation, doors=self.doors, node=NODE, clients=self.clients,
             out_dir=str(self.out_dir), history="", seed=self.seed, registers=REGISTERS,
             counters=COUNTERS, mutexes=MUTEXES, groups=GROUPS, member_ids=MEMBER_IDS,
-            semaphores=NATIVE_SEMAPHORES, elections=ELECTIONS, window=WINDOW, op_timeout=5.0,
+            semaphores=NATIVE_SEMAPHORES, elections=ELECTIONS, claims=CLAIMS, window=WINDOW,
+            op_timeout=5.0,
             watchers=self.watchers, prefix_watchers=prefix_watchers(self.seed, self.clients),
             dflockd=self.dflockd, dflockd_keys=DFLOCKD_KEYS if self.dflockd else [],
             told_when_crossed=True,  # (tenure://, the only door here)

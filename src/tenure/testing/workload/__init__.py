@@ -9,14 +9,17 @@ servers; :mod:`tenure.testing.sim` runs it on simulated time. Its pieces:
 clock it is given), :class:`LinClient` (one client's loop, :data:`STEPS`, over
 :class:`LinRecorder`'s rules), :class:`RegisterWatcher` (one that watches a register)
 and :class:`PrefixWatcher` (one that watches every register through a prefix cache), of
-which :func:`watcher` picks,
+which :func:`watcher` picks, :func:`check_claims` (the claims' file held to the
+promises with time in them),
 :func:`read_events` and
 :func:`close_holds` (a model's files as one history), :func:`watch_records` (the
 watchers' files as lincheck's watch records).
 """
 
 from tenure.testing.workload._books import (
+    CLAIM,
     MODELS,
+    RECORDED,
     SEMAPHORES,
     YDB_MARK,
     Books,
@@ -25,6 +28,8 @@ from tenure.testing.workload._books import (
     through_ydb,
     watch_file,
 )
+from tenure.testing.workload._claim_steps import AT_LEAST, AT_MOST_MORE, ENDINGS
+from tenure.testing.workload._claims import JUMP_COUNTED, RATE_SLACK, check_claims
 from tenure.testing.workload._client import (
     KEYS_OF,
     MAX_MEMBERS,
@@ -49,6 +54,13 @@ from tenure.testing.workload._watcher import PrefixWatcher, RegisterWatcher, wat
 
 __all__ = [
     "ANSWER_LOST",
+    "AT_LEAST",
+    "AT_MOST_MORE",
+    "CLAIM",
+    "ENDINGS",
+    "JUMP_COUNTED",
+    "RATE_SLACK",
+    "RECORDED",
     "DFLOCKD_STEPS",
     "KEYS_OF",
     "MAX_COUNT",
@@ -72,6 +84,7 @@ __all__ = [
     "Resume",
     "SessionGoneError",
     "Step",
+    "check_claims",
     "close_holds",
     "create_keys",
     "model_file",

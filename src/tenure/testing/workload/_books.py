@@ -4,7 +4,9 @@ A worker process keeps one :class:`~tenure.testing.lincheck.HistoryWriter` per m
 (``w<index>-<model>.jsonl``: ``register``, ``counter``, ``mutex``, ``membership``, and
 ``semaphore``, whose holds the native clients make, and YDB's face where the target
 serves it: the fault suite's ``tools/faults/lin_ydb.py``; an election's leadership is a
-``mutex``'s) and
+``mutex``'s), one of the claims (``w<index>-claim.jsonl``: checked by
+:func:`~tenure.testing.workload.check_claims`, whose promises have time in them, not by
+a lincheck model) and
 one per watcher (``watch-w<index>c<n>.jsonl``, the ``watch`` events' shape in
 :mod:`tenure.testing.workload._watcher`), all in one directory of the run. Every event's time is
 the clock the books are given, in nanoseconds (the fault suite's: the raw
@@ -47,6 +49,10 @@ MODELS: Final[dict[str, dict[str, Any] | None]] = {
     "membership": None,
     "semaphore": {"limit": SEMAPHORES},
 }
+#: The file of the claims (module docstring): not a lincheck model.
+CLAIM: Final = "claim"
+#: Every file a worker writes its operations in: the models' and the claims'.
+RECORDED: Final = (*MODELS, CLAIM)
 #: What marks the process ids of a client's operations through YDB's face.
 YDB_MARK: Final = ".y"
 
@@ -76,7 +82,7 @@ class Books:
         self._at: int | None = None
         self.writers = {
             model: HistoryWriter(model_file(out_dir, worker, model), header, clock=self._clock)
-            for model, header in MODELS.items()
+            for model, header in {**MODELS, CLAIM: None}.items()
         }
         #: The holds the worker's clients offer (name, hand-off string), oldest first,
         #: for another of them to adopt (:mod:`tenure.testing.workload._hold_steps`).

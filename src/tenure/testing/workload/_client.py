@@ -37,9 +37,13 @@ A client (its own connection through its door, its own session, process label
   ``session.acquire(name, count)`` of 1 to :data:`MAX_COUNT` tokens, held and
   released as a lock (the ``semaphore`` model, the ``acquire``'s value its count),
   or ``describe(owners=True)`` (``holders``: ``ok`` with the owners' tokens);
-* and an **election**: ``campaign()``, leading a while, ``resign()``, recorded as a
+* an **election**: ``campaign()``, leading a while, ``resign()``, recorded as a
   lock of the ``mutex`` model (the election's name its key), or ``leader()``
-  (``holders``: ``ok`` with the leader's token, none if nobody leads).
+  (``holders``: ``ok`` with the leader's token, none if nobody leads);
+* and, where the config lists some, a **claim** of a name for a slot, ended by a
+  release, a release by its id, or its ``at_most``: recorded in the ``claim`` file,
+  held to the store's promises with time in them
+  (:mod:`tenure.testing.workload._claim_steps`).
 
 A loss the service told (``LeaseLostError``: the hold is gone there) is completed
 ``ok`` when the client heard it (the model's loss: the hold ended in between). One
@@ -71,6 +75,7 @@ from typing import Final
 import tenure
 from tenure.errors import AlreadyExistsError, LimitExceededError, NotFoundError, TenureError
 from tenure.testing.workload._books import Books
+from tenure.testing.workload._claim_steps import ClaimSteps
 from tenure.testing.workload._config import LinConfig
 from tenure.testing.workload._hold_steps import HoldSteps
 from tenure.testing.workload._recording import Notes, Pauses, SessionGoneError
@@ -89,7 +94,7 @@ class Resume:
     granted: frozenset[tuple[str, int]]
 
 
-class LinClient(HoldSteps):
+class LinClient(HoldSteps, ClaimSteps):
     """One client's loop (see the module docstring)."""
 
     def __init__(
@@ -122,7 +127,7 @@ class LinClient(HoldSteps):
         try:
             while client is None and not stop.is_set():
                 try:
-                    client = await tenure.connect(self.url, connect_timeout=2.0)
+                    client = self.client = await tenure.connect(self.url, connect_timeout=2.0)
                 except (TenureError, OSError) as error:
                     self.rec.note(self.label, "connect-failed", error=repr(error))
                     await _sleep_unless(stop, self.rng.uniform(0.2, 0.5))
@@ -333,6 +338,7 @@ STEPS: Final[dict[str, tuple[Step, int]]] = {
     "read-holders": (LinClient.read_holders, 1),
     "lead-election": (LinClient.lead_election, 2),
     "read-leader": (LinClient.read_leader, 1),
+    "claim-slot": (LinClient.claim_slot, 2),
 }
 #: The field of :class:`~tenure.testing.workload.LinConfig` that lists each step's keys:
 #: a step is drawn only where the config has some.
@@ -352,4 +358,5 @@ KEYS_OF: Final[dict[str, str]] = {
     "read-holders": "semaphores",
     "lead-election": "elections",
     "read-leader": "elections",
+    "claim-slot": "claims",
 }

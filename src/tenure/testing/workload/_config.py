@@ -66,6 +66,8 @@ class LinConfig:
     #: The harness makes each semaphore; an election makes itself.
     semaphores: list[str] = field(default_factory=list)
     elections: list[str] = field(default_factory=list)
+    #: The names claimed for slots (none: no claim steps; a claim makes its semaphore).
+    claims: list[str] = field(default_factory=list)
     #: The sessions' recovery window, in seconds (short: holds expire under pauses).
     window: float = 3.0
     #: Seconds a hold lasts before its release, at random between the two.
