@@ -30,7 +30,15 @@ import pytest
 
 import tenure
 from tenure.testing import lincheck
-from tenure.testing.workload import Books, LinClient, LinConfig, Pauses, close_holds, model_file
+from tenure.testing.workload import (
+    Books,
+    LinClient,
+    LinConfig,
+    Pauses,
+    _hold_steps,
+    close_holds,
+    model_file,
+)
 from tests.server.wire import ServerProcess
 from tools.faults.history import Recorder, now_ns
 from tools.faults.lin_client import LoopPauses
@@ -190,7 +198,12 @@ async def _two_clients_on_a_server(
             recorder.close()
 
 
-async def test_a_hold_handed_off_is_adopted_under_a_greater_token(tmp_path: Path) -> None:
+async def test_a_hold_handed_off_is_adopted_under_a_greater_token(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # (the offer waits for the adopter as long as the test does: a busy machine may take
+    # longer than the workload's OFFER_WAIT to adopt; an adoption ends the wait at once)
+    monkeypatch.setattr(_hold_steps, "OFFER_WAIT", 30.0)
     async with _two_clients_on_a_server(tmp_path) as ([offering, adopting], sessions, books):
         books.offers = offers = _Offers()
 

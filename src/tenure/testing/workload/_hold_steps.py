@@ -30,6 +30,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Awaitable
+from functools import partial
 from typing import Final
 
 import tenure
@@ -153,13 +154,7 @@ class HoldSteps(LinRecorder):
         finally:
             with contextlib.suppress(ValueError):  # (taken by an adopter)
                 self.books.offers.remove(offer)
-
-        def untold() -> None:
-            name, token = lease.name, lease.token
-            process = self.procs.untold(name, token)
-            self.books.record_at(called, "mutex", "invoke", process, "lost", token, name)
-
-        return untold
+        return partial(self._untold, "mutex", lease.name, lease.token, called)
 
     async def adopt_mutex(self, session: tenure.Session) -> None:
         """``adopt()`` of the oldest hold offered (an ``acquire``: ``ok`` with its new
