@@ -14,9 +14,9 @@ while the release is being tried; and when the store refuses a release that
 reaches it after the session's end, which gave the hold back already), or the
 grant's loss (the store had ended the grant before the release reached it: it told
 so, :attr:`~tenure.backends._ledger.HoldLedger.ended_first`, or a release sent once
-found nothing held; one sent again may find its own first send applied, and says
-nothing), or the store's error, which is also logged: nobody may be waiting to hear
-it.
+found nothing held, whether sent at once or from the task; one sent again may find its
+own first send applied, and says nothing), or the store's error, which is also logged:
+nobody may be waiting to hear it.
 """
 
 from __future__ import annotations
@@ -119,16 +119,13 @@ class Releases:
                 if ended is None and not held_there and held is not None:
                     # Sent once, and the store held nothing: it had ended the grant
                     # first (its push of the loss may come after this answer).
-                    ended = LeaseLostError(
-                        f"the hold of {place[0]!r} had ended before its release reached "
-                        "the store (its max_hold passed, it was adopted, or deleted)"
-                    )
+                    ended = _ended_first(place)
                 if ended is None:
                     answer.set_result(held_there)
                 else:
                     _lost_first(answer, ended)
         elif not first.cancelled() and not isinstance(error, UnavailableError):
-            self._released(place, held, answer, first)
+            self._released(place, held, answer, None, first)  # (an error: no answer)
         elif self._session.ended is None:
             self._send(place, held, answer)
         else:  # not answered, and the session has ended meanwhile: its loss is the answer
@@ -139,25 +136,30 @@ class Releases:
     def _send(self, place: Place, held: Grant | None, answer: asyncio.Future[bool]) -> None:
         """Send the release from a task until the store answers or the session ends."""
         session = self._session
-        tries = asyncio.ensure_future(session.until_answered(self._acquiring.release, *place))
+        sends = _Sends(self._acquiring.release)
+        tries = asyncio.ensure_future(session.until_answered(sends, *place))
         session.keep(tries)
         ending = session.ending()
         # The answer's waiter hears of the session's end at once; the tries may linger.
         on_end = partial(self._fail, answer)
         ending.add_done_callback(on_end)
         tries.add_done_callback(lambda _: ending.remove_done_callback(on_end))
-        tries.add_done_callback(partial(self._released, place, held, answer))
+        tries.add_done_callback(partial(self._released, place, held, answer, sends))
 
     def _released(
         self,
         place: Place,
         held: Grant | None,
         answer: asyncio.Future[bool],
+        sends: _Sends | None,
         outcome: asyncio.Future[bool],
     ) -> None:
         """The release is through: its hold number is free again, ``answer`` is settled;
         a failure other than the session's loss is logged (nobody may be waiting)."""
         ended = self._drop(place, held)
+        once = sends is not None and sends.count == 1
+        if ended is None and once and held is not None and _held_nothing(outcome):
+            ended = _ended_first(place)  # (as _first_answered's)
         if ended is not None and not answer.done():
             _retrieve(outcome)
             _lost_first(answer, ended)
@@ -192,6 +194,35 @@ class Releases:
         if not answer.done() and ended is not None:
             answer.set_exception(type(ended)(*ended.args))
             _retrieve(answer)
+
+
+class _Sends:
+    """A store's release, counting its sends: a release sent once that finds nothing
+    held tells that the store ended the grant first; one sent again may have found its
+    own first send applied."""
+
+    __slots__ = ("_release", "count")
+
+    def __init__(self, release: Callable[[str, int], Awaitable[bool]]) -> None:
+        self.count = 0
+        self._release = release
+
+    def __call__(self, name: str, hold: int) -> Awaitable[bool]:
+        self.count += 1
+        return self._release(name, hold)
+
+
+def _held_nothing(outcome: asyncio.Future[bool]) -> bool:
+    """Whether the store answered the release: nothing was held."""
+    return not outcome.cancelled() and outcome.exception() is None and not outcome.result()
+
+
+def _ended_first(place: Place) -> LeaseLostError:
+    """The loss of a hold the store ended before its release reached it."""
+    return LeaseLostError(
+        f"the hold of {place[0]!r} had ended before its release reached "
+        "the store (its max_hold passed, it was adopted, or deleted)"
+    )
 
 
 def _settle(answer: asyncio.Future[R], outcome: asyncio.Future[R]) -> None:

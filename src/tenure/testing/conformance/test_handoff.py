@@ -71,6 +71,25 @@ async def test_a_worker_adopts_the_hold_with_a_greater_token_and_the_producer_is
     assert await owners(worker, "job") == []
 
 
+async def test_a_release_that_crossed_the_adoption_is_told_lost(
+    client: tenure.Client, client2: tenure.Client, node: str
+) -> None:
+    producer = await client.session(node)
+    worker = await client2.session(node)
+    lock = await producer.mutex("job").lock()
+    adopted = await worker.adopt(await lock.handoff())
+    # Released in the turn the adoption was answered: whether the store's push of the
+    # loss came first or the release crossed it on its way (the store holds nothing of
+    # this hold), the producer is told it lost the hold (docs/guarantees.md 6g), and
+    # its release takes nothing of the adopter's.
+    await lock.release()
+    assert isinstance(lock.lost_reason, LeaseLostError), lock.lost_reason
+    assert await owners(worker, "job") == [worker.id]
+    assert adopted.held
+    await adopted.release()
+    assert adopted.lost_reason is None
+
+
 async def test_the_adopted_lease_guards_a_block_and_the_old_holders_block_is_cancelled(
     client: tenure.Client, client2: tenure.Client, node: str
 ) -> None:

@@ -199,7 +199,6 @@ class SimClients:
             op_timeout=5.0,
             watchers=self.watchers, prefix_watchers=prefix_watchers(self.seed, self.clients),
             dflockd=self.dflockd, dflockd_keys=DFLOCKD_KEYS if self.dflockd else [],
-            told_when_crossed=True,  # (tenure://, the only door here)
         )  # fmt: skip
         steps = {**STEPS, **DFLOCKD_STEPS} if self.dflockd else STEPS
         books = self._books.get(generation)

@@ -85,10 +85,11 @@ class LinConfig:
     #: prefix cache instead (:class:`~tenure.testing.workload.PrefixWatcher`).
     prefix_watchers: int = 0
     #: Whether the target tells a hold's end that its release crossed (the hold adopted,
-    #: its max_hold passed, before the release reached it: ``tenure://`` makes it the
-    #: lease's ``lost_reason`` as ``release()`` returns). False: a hold offered for a
-    #: hand-off may end untold (:mod:`tenure.testing.workload._hold_steps`).
-    told_when_crossed: bool = False
+    #: its max_hold passed, before the release reached it: every store makes it the
+    #: lease's ``lost_reason`` as ``release()`` returns, docs/guarantees.md 6g). False,
+    #: for a target that does not: a hold offered for a hand-off may end untold
+    #: (:mod:`tenure.testing.workload._hold_steps`).
+    told_when_crossed: bool = True
     #: Operations per client at most (the loop is also bounded by the run's time).
     max_ops: int = 100_000
     #: ``host:port`` of each door that serves dflockd's protocol (none: no dflockd

@@ -12,17 +12,17 @@ recorded as an ``acquire`` of the ``mutex`` model (``ok`` with the new token; ``
 when the hold had ended first: ``LeaseLostError``), then held and released as any
 lock. With no offer waiting, it locks a mutex as ``hold-mutex`` does.
 
-An adoption ends the offered hold, and its lease is told (the service's push), or,
-if the holder's release crossed the adoption, told as the release returns:
-``tenure://`` makes the loss the lease's ``lost_reason`` when ``release()`` returns
-(where the config says the target does, :attr:`LinConfig.told_when_crossed`: the
-simulation's). Untold, an adoption may have ended the hold any time from the offer
-on: whenever the release is ``info`` (its answer lost, its session ended: the loss
-then never reaches the holder), and on a target that does not tell a crossed end
-(whose release returns as if it had released: ``info`` too), a ``lost`` invoked at
-the offer and never completed is recorded (``w0c1/untold-<key>-<token>``). So the
-``mutex`` model holds a hand-off to its rules: the offering hold ends before the
-adopting one begins, and the adopter's token is greater than every token before it.
+An adoption ends the offered hold, and its lease is told (the service's push), or, if
+the holder's release crossed the adoption, told as the release returns: every store
+makes the loss the lease's ``lost_reason`` when ``release()`` returns (where the
+config says the target does, :attr:`LinConfig.told_when_crossed`: by default). Untold,
+an adoption may have ended the hold any time from the offer on: whenever the release
+is ``info`` (its answer lost, its session ended: the loss then never reaches the
+holder), and on a target that does not tell a crossed end (whose release returns as if
+it had released: ``info`` too), a ``lost`` invoked at the offer and never completed is
+recorded (``w0c1/untold-<key>-<token>``). So the ``mutex`` model holds a hand-off to
+its rules: the offering hold ends before the adopting one begins, and the adopter's
+token is greater than every token before it.
 """
 
 from __future__ import annotations
