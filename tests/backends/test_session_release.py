@@ -4,7 +4,10 @@
 store that can send at once (``tenure://``, ``memory://``) sends it before
 ``release`` returns. Pinned here against a scripted store: what is sent when, when
 the hold's number is free again, what happens when the first send is not answered,
-and that a failure nobody waits for is logged rather than lost.
+and that a failure nobody waits for is logged rather than lost. And a release sent
+from the session's task by a store that sends it once a call (``SendsReleaseOnce``:
+``postgres://``): nothing held on its one send is the grant's loss, on a second no
+loss.
 """
 
 from __future__ import annotations
@@ -14,8 +17,9 @@ import logging
 
 import pytest
 
-from tenure.backends._store import EagerRelease
+from tenure.backends._store import EagerRelease, SendsReleaseOnce
 from tenure.errors import (
+    LeaseLostError,
     NotFoundError,
     PermissionDeniedError,
     SessionExpiredError,
@@ -139,3 +143,64 @@ async def test_a_refusal_that_comes_after_the_sessions_end_is_its_loss_unlogged(
             await answer
     assert session.ledger.free_hold("m") == 0
     assert caplog.text == ""
+
+
+class OnceStore(ScriptedStore):
+    """A scripted store whose release is sent once a call (``SendsReleaseOnce``)."""
+
+    release_sent_once = True
+
+
+async def test_a_release_sent_once_from_the_task_that_finds_nothing_is_the_loss() -> None:
+    # The store ended the grant first (adopted, its max_hold passed): the release,
+    # answered on its one send, finds nothing held (docs/guarantees.md 6g).
+    store = OnceStore()
+    assert isinstance(store, SendsReleaseOnce)
+    session = _session(store)
+    grant = await _held(session, store)
+    store.answers["release"] = [False]
+    with pytest.raises(LeaseLostError, match="had ended before its release reached"):
+        await session.release("m", grant)
+    assert session.ledger.free_hold("m") == 0
+
+
+async def test_a_release_sent_again_that_finds_nothing_is_no_loss(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Its first send may have been applied before its answer was lost.
+    monkeypatch.setattr("tenure.backends._session.RETRY_MIN", 0.001)
+    store = OnceStore()
+    session = _session(store)
+    grant = await _held(session, store)
+    store.answers["release"] = [UnavailableError("lost after sending"), False]
+    assert await session.release("m", grant) is False
+    assert store.ops("release") == [("m", 0), ("m", 0)]
+
+
+async def test_a_store_that_may_resend_within_a_call_says_no_loss() -> None:
+    # (tenure://'s slow path, etcd://: a call sends again by itself after a lost answer)
+    store = ScriptedStore()
+    assert not isinstance(store, SendsReleaseOnce)
+    session = _session(store)
+    grant = await _held(session, store)
+    store.answers["release"] = [False]
+    assert await session.release("m", grant) is False
+
+
+async def test_a_release_sent_at_once_then_from_the_task_that_finds_nothing_is_no_loss(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The send at once may have been applied before the connection was lost: the
+    # task's first send is the release's second.
+    monkeypatch.setattr("tenure.backends._session.RETRY_MIN", 0.001)
+
+    class EagerOnceStore(EagerStore):
+        release_sent_once = True
+
+    store = EagerOnceStore()
+    session = _session(store)
+    grant = await _held(session, store)
+    store.answers["release"] = [False]
+    answer = session.release("m", grant)
+    store.futures[0].set_exception(UnavailableError("lost with the connection"))
+    assert await answer is False

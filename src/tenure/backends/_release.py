@@ -14,8 +14,9 @@ while the release is being tried; and when the store refuses a release that
 reaches it after the session's end, which gave the hold back already), or the
 grant's loss (the store had ended the grant before the release reached it: it told
 so, :attr:`~tenure.backends._ledger.HoldLedger.ended_first`, or a release sent once
-found nothing held, whether sent at once or from the task; one sent again may find its
-own first send applied, and says nothing), or the store's error, which is also logged:
+found nothing held, sent at once or, by a store that sends it once a call
+(:class:`~tenure.backends._store.SendsReleaseOnce`), from the task; one sent again may
+find its own first send applied, and says nothing), or the store's error, which is also logged:
 nobody may be waiting to hear it.
 """
 
@@ -29,7 +30,7 @@ from typing import Any, Final, Protocol, TypeVar
 
 from tenure.backends._base import Grant
 from tenure.backends._ledger import HoldLedger, Place
-from tenure.backends._store import Acquiring
+from tenure.backends._store import Acquiring, SendsReleaseOnce
 from tenure.errors import LeaseLostError, LostError, UnavailableError
 
 __all__ = ["Releases", "ReleasesHome"]
@@ -127,16 +128,20 @@ class Releases:
         elif not first.cancelled() and not isinstance(error, UnavailableError):
             self._released(place, held, answer, None, first)  # (an error: no answer)
         elif self._session.ended is None:
-            self._send(place, held, answer)
+            self._send(place, held, answer, sent=1)  # (it may have been applied)
         else:  # not answered, and the session has ended meanwhile: its loss is the answer
             _retrieve(first)
             self._drop(place, held)
             self._fail(answer)
 
-    def _send(self, place: Place, held: Grant | None, answer: asyncio.Future[bool]) -> None:
-        """Send the release from a task until the store answers or the session ends."""
+    def _send(
+        self, place: Place, held: Grant | None, answer: asyncio.Future[bool], sent: int = 0
+    ) -> None:
+        """Send the release from a task until the store answers or the session ends
+        (``sent``: how many times it was sent already, unanswered)."""
         session = self._session
-        sends = _Sends(self._acquiring.release)
+        sends = _Sends(self._acquiring.release, sent)
+        counted = isinstance(self._acquiring, SendsReleaseOnce)  # (else a call may resend)
         tries = asyncio.ensure_future(session.until_answered(sends, *place))
         session.keep(tries)
         ending = session.ending()
@@ -144,7 +149,9 @@ class Releases:
         on_end = partial(self._fail, answer)
         ending.add_done_callback(on_end)
         tries.add_done_callback(lambda _: ending.remove_done_callback(on_end))
-        tries.add_done_callback(partial(self._released, place, held, answer, sends))
+        tries.add_done_callback(
+            partial(self._released, place, held, answer, sends if counted else None)
+        )
 
     def _released(
         self,
@@ -203,8 +210,8 @@ class _Sends:
 
     __slots__ = ("_release", "count")
 
-    def __init__(self, release: Callable[[str, int], Awaitable[bool]]) -> None:
-        self.count = 0
+    def __init__(self, release: Callable[[str, int], Awaitable[bool]], sent: int) -> None:
+        self.count = sent
         self._release = release
 
     def __call__(self, name: str, hold: int) -> Awaitable[bool]:

@@ -54,6 +54,7 @@ __all__ = [
     "HandingOff",
     "InQueue",
     "Reserving",
+    "SendsReleaseOnce",
     "SessionLosses",
     "SessionView",
     "SessionWork",
@@ -259,6 +260,17 @@ class EagerRelease(Protocol):
 
     def release_now(self, name: str, hold: int) -> asyncio.Future[bool] | None:
         """The release sent now: its answer's future; None if it cannot be sent now."""
+
+
+@runtime_checkable
+class SendsReleaseOnce(Protocol):
+    """An :class:`Acquiring` whose ``release()`` sends the release once a call: an
+    answer lost after sending raises ``UnavailableError``, never sent again within the
+    call. A release sent by such a call, the first, that finds nothing held tells that
+    the store had ended the grant first (:mod:`tenure.backends._release`); a store that
+    sends again within the call may find its own first send applied."""
+
+    release_sent_once: bool
 
 
 @runtime_checkable

@@ -137,6 +137,10 @@ class PgAcquirer:
     """Acquire, wait, withdraw, release, renew, read back (module docstring) for one
     session's store."""
 
+    #: Its release is sent once a call (:meth:`release`;
+    #: :class:`~tenure.backends._store.SendsReleaseOnce`).
+    release_sent_once = True
+
     def __init__(self, store: PgAcquirerHome) -> None:
         self._store = store
 
@@ -284,8 +288,11 @@ class PgAcquirer:
         return _grant_of(answer, pending.hold)
 
     async def release(self, name: str, hold: int) -> bool:
-        """Delete the hold's owner row (and a queued upgrade of it)."""
-        return bool(await self._store.call("release", name, hold))
+        """Delete the hold's owner row (and a queued upgrade of it). Sent once: an answer
+        lost after sending raises UnavailableError (the session sends it again), so a
+        first send that finds nothing held is the grant's end by the store
+        (:class:`~tenure.backends._store.SendsReleaseOnce`)."""
+        return bool(await self._store.call("release", name, hold, idempotent=False))
 
     async def renew(self, name: str, grant: Grant) -> float:
         """Restart the lease of a grant that has a TTL (the node's ``default_lease``)."""
