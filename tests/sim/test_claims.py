@@ -8,10 +8,9 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from tenure.server._net.pauses import DEAF_AFTER
 from tenure.testing.sim._run import SimOptions, run_seed
 from tenure.testing.sim._verdicts import merged_histories
-from tenure.testing.workload import CLAIM, JUMP_COUNTED, RATE_SLACK, check_claims
+from tenure.testing.workload import CLAIM, RATE_SLACK, check_claims
 
 NS = 1_000_000_000
 
@@ -51,9 +50,9 @@ class History:
         self._add(process, "invoke", "release", claim_id, called)
         self._add(process, "ok", "release", [claim_id, True], answered)
 
-    def check(self, jumps: list[float] | None = None) -> list[str]:
+    def check(self) -> list[str]:
         self.events.sort(key=lambda event: int(event["time"]))
-        return check_claims(self.events, jumps=jumps or [])[1]
+        return check_claims(self.events)[1]
 
 
 def rules(found: list[str]) -> set[str]:
@@ -96,20 +95,6 @@ def test_a_release_that_ends_a_claim_before_its_at_least_breaks_exclusive() -> N
     edge.release("a", first, 0.05, 0.06)
     edge.claim("b", 0.2, 0.3 * (1 - RATE_SLACK), at_least=0.0, at_most=1.0, token=2)
     assert edge.check() == []
-
-
-def test_a_jump_of_the_stores_clock_may_end_a_claim_a_quarter_second_early() -> None:
-    h = History()
-    first = h.claim("a", 0.0, 0.01, at_least=0.4, at_most=1.0, token=1)
-    h.release("a", first, 0.05, 0.06)
-    h.claim("b", 0.2, 0.2, at_least=0.0, at_most=1.0, token=2)
-    assert rules(h.check()) == {"claims:exclusive"}
-    assert h.check(jumps=[0.1]) == []  # (0.4 * 0.99 less a jump's 0.25 s: before 0.2)
-    assert rules(h.check(jumps=[0.5])) == {"claims:exclusive"}  # (after the claim's end)
-
-
-def test_the_jump_counted_is_the_servers_own() -> None:
-    assert JUMP_COUNTED == DEAF_AFTER
 
 
 def test_a_later_claim_with_a_smaller_token_breaks_token() -> None:

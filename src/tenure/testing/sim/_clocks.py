@@ -11,9 +11,10 @@ clock reads its time (a jump forward fires what it passed over at once).
 
 What tenure promises holds within these: a client's monotonic clock and the
 server's may run at rates 2% apart (docs/guarantees.md 6a: the server counts the
-recovery window 2% long), and a clock that jumps forward is a stall to the server
-(6e: heard time leaves it out) and an early loss to a client. A clock that runs
-backward is outside every promise and is not simulated.
+recovery window 2% long), and a client's clock that jumps forward is an early loss to
+it. A clock that runs backward is outside every promise and is not simulated; so is a
+server's that jumps forward with no time passing (the nemesis jumps clients' clocks
+only: :mod:`tenure.testing.sim._nemesis`).
 """
 
 from __future__ import annotations

@@ -171,9 +171,7 @@ def _run(options: SimOptions, work_dir: Path) -> SimResult:
         loop.processes.forget_the_dead()
     histories = merged_histories(work_dir / "lin")
     seen = watched(work_dir / "lin")
-    verdicts = judge(
-        histories, seen, notes, unhandled.errors, QUIET, ended.operating, ended.dead, ended.stores
-    )
+    verdicts = judge(histories, seen, notes, unhandled.errors, QUIET, ended.operating, ended.dead)
     digest = hashlib.sha256()
     for model, events in histories.items():
         digest.update(model.encode() + b"\n")
@@ -199,8 +197,6 @@ class _Ended:
     faults: dict[str, int] = field(default_factory=dict)
     operating: list[str] = field(default_factory=list)
     dead: set[str] = field(default_factory=set)
-    #: The hosts of the servers (the store whose clock times the claims).
-    stores: list[str] = field(default_factory=list)
 
 
 async def _main(
@@ -237,7 +233,6 @@ async def _main(
         ended.faults = nemesis.counts
         ended.operating = clients.operating()
         ended.dead = set(clients.dead)
-        ended.stores = list(target.hosts)
 
 
 async def _start_target(

@@ -31,7 +31,6 @@ The rules (each violation a line naming its rule):
 
 from __future__ import annotations
 
-from collections.abc import Collection
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
@@ -86,12 +85,10 @@ def judge(
     quiet: float,
     operating: list[str],
     dead: set[str],
-    stores: Collection[str] = (),
 ) -> Verdicts:
     """Every rule of the module docstring on one run (``operating``: the labels of the
     clients that operate, not watch, at the end; ``dead``: those of clients killed, whose
-    operations in flight stay unanswered; ``stores``: the servers' hosts, whose clocks'
-    jumps the claims are allowed)."""
+    operations in flight stay unanswered)."""
     verdicts = Verdicts()
     results = {
         model: _check_model(verdicts, model, events)
@@ -100,8 +97,7 @@ def judge(
     }
     claims = histories.get(CLAIM)
     if claims is not None:
-        jumps = [note.at for note in notes.of("clock-jump") if note.fields["host"] in stores]
-        verdicts.operations[CLAIM], broken = check_claims(claims, jumps=jumps)
+        verdicts.operations[CLAIM], broken = check_claims(claims)
         verdicts.violations += broken
     registers = results.get("register")
     if watched and registers is not None and registers.ok:

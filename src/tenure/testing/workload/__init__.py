@@ -29,7 +29,7 @@ from tenure.testing.workload._books import (
     watch_file,
 )
 from tenure.testing.workload._claim_steps import AT_LEAST, AT_MOST_MORE, ENDINGS
-from tenure.testing.workload._claims import JUMP_COUNTED, RATE_SLACK, check_claims
+from tenure.testing.workload._claims import RATE_SLACK, check_claims
 from tenure.testing.workload._client import (
     KEYS_OF,
     MAX_MEMBERS,
@@ -58,7 +58,6 @@ __all__ = [
     "AT_MOST_MORE",
     "CLAIM",
     "ENDINGS",
-    "JUMP_COUNTED",
     "RATE_SLACK",
     "RECORDED",
     "DFLOCKD_STEPS",

@@ -12,11 +12,9 @@ granted claim ends no earlier than
 * else the earlier of that and the later of ``called + at_least * (1 - RATE_SLACK)``
   and the first release's call,
 
-where ``called`` is when its claim was called; and earlier by :data:`JUMP_COUNTED`
-for each time the store's clock jumped forward in between (``jumps``: the
-simulation's clock faults). A server counts the first quarter second of a gap in its
-clock as time that passed, the rest as a stall it forgives (docs/guarantees.md 6e):
-it cannot tell a jump from a stop, during which that time did pass. The rules, over
+where ``called`` is when its claim was called. (A store's clock that jumps forward
+with no time passing is outside this: a tenure server counts the first quarter second
+of a gap in its clock as time that passed, docs/guarantees.md 6e.) The rules, over
 the events of the ``claim`` files (:mod:`tenure.testing.workload._claim_steps` says
 what is recorded):
 
@@ -37,18 +35,14 @@ lengthen a claim without bound in real time.
 from __future__ import annotations
 
 import bisect
-from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
-__all__ = ["JUMP_COUNTED", "RATE_SLACK", "check_claims"]
+__all__ = ["RATE_SLACK", "check_claims"]
 
 #: How much slower than the recording clock a store's clock may run (the
 #: simulation's hosts' rates are within 1%: :data:`~tenure.testing.sim._clocks.MAX_DRIFT`).
 RATE_SLACK: Final = 0.01
-#: Seconds of a forward jump of the store's clock that it counts as passed: a server's
-#: ``DEAF_AFTER`` (tenure.server._net.pauses; a test holds them equal).
-JUMP_COUNTED: Final = 0.25
 #: Violations shown per rule.
 SHOWN: Final = 3
 
@@ -68,15 +62,12 @@ class _Claim:
     claim_id: str | None = None
     released: float | None = None  # when its first release was called
 
-    def earliest_end(self, slack: float, jumps: Sequence[float] = ()) -> float:
-        """The earliest its life can end (module docstring), granted at ``called``,
-        the store's clock jumping forward at ``jumps``."""
+    def earliest_end(self, slack: float) -> float:
+        """The earliest its life can end (module docstring), granted at ``called``."""
         by_most = self.called + self.at_most * (1 - slack)
-        end = by_most
-        if self.released is not None:
-            end = min(by_most, max(self.released, self.called + self.at_least * (1 - slack)))
-        early = sum(JUMP_COUNTED for at in jumps if self.called <= at < end)
-        return end - early
+        if self.released is None:
+            return by_most
+        return min(by_most, max(self.released, self.called + self.at_least * (1 - slack)))
 
     def __str__(self) -> str:
         return (
@@ -90,16 +81,14 @@ def check_claims(
     events: list[dict[str, Any]],
     *,
     rate_slack: float = RATE_SLACK,
-    jumps: Sequence[float] = (),
 ) -> tuple[int, list[str]]:
     """How many claim operations were answered in ``events`` (one history of the
     ``claim`` files, in time order), and the violations of the module docstring's
-    rules (at most :data:`SHOWN` of each); ``jumps``: when the store's clock jumped
-    forward (seconds of the events' clock)."""
+    rules (at most :data:`SHOWN` of each)."""
     claims, answered = _claims(events)
     granted = [claim for claim in claims if claim.outcome == "ok"]
     found = (
-        _not_exclusive(granted, rate_slack, sorted(jumps))[:SHOWN]
+        _not_exclusive(granted, rate_slack)[:SHOWN]
         + _tokens_out_of_order(granted)[:SHOWN]
         + _refused_alone(claims)[:SHOWN]
     )
@@ -139,11 +128,11 @@ def _claims(events: list[dict[str, Any]]) -> tuple[list[_Claim], int]:
     return claims, answered
 
 
-def _not_exclusive(granted: list[_Claim], slack: float, jumps: list[float]) -> list[str]:
+def _not_exclusive(granted: list[_Claim], slack: float) -> list[str]:
     found = []
     by_call = sorted(granted, key=lambda claim: claim.called)
     for number, first in enumerate(by_call):
-        first_end = first.earliest_end(slack, jumps)
+        first_end = first.earliest_end(slack)
         for second in by_call[number + 1 :]:
             if second.called >= first_end:
                 break  # (this one, and every later call, answered after first's end)
@@ -151,7 +140,7 @@ def _not_exclusive(granted: list[_Claim], slack: float, jumps: list[float]) -> l
             assert second.answered is not None
             if second.key != first.key or first_end <= second.answered:
                 continue  # first, then second
-            if second.earliest_end(slack, jumps) <= first.answered:
+            if second.earliest_end(slack) <= first.answered:
                 continue  # second, then first
             found.append(
                 f"claims:exclusive: {first.key!r}: {first} and {second} were both granted, "
