@@ -253,6 +253,37 @@ def test_a_join_never_answered_may_have_joined_and_may_end() -> None:
     assert check_events("membership", joins)[0][0].rule == "linearizable:membership"
 
 
+def _offered_then(*end: dict[str, Any]) -> list[dict[str, Any]]:
+    """w0c3 holds m (7) and offers it at 2.0; w0c1 adopts it as 9 (answered at 2.2);
+    then w0c3's release: ``end``."""
+    return [
+        _event("w0c3", "invoke", "acquire", "m", None, 1.0),
+        _event("w0c3", "ok", "acquire", "m", 7, 1.1),
+        _event("w0c3/untold-m-7", "invoke", "lost", "m", 7, 2.0),  # (recorded at the offer)
+        _event("w0c1", "invoke", "acquire", "m", None, 2.1),
+        _event("w0c1", "ok", "acquire", "m", 9, 2.2),
+        _event("w0c3", "invoke", "release", "m", 7, 2.5),
+        *end,
+    ]
+
+
+def test_an_untold_end_stands_unless_the_release_was_answered() -> None:
+    """Seed 38728 of the cluster target: w0c3 was killed with its release unanswered,
+    after the adoption; the end at the offer explains the adopter's grant. A release
+    answered ``ok`` says it released, and the untold end goes: two holders at once."""
+    for end in ([], [_event("w0c3", "info", "release", "m", 7, 2.6)]):
+        closed = close_holds("mutex", _offered_then(*end))
+        ends = [e["process"] for e in closed if e["f"] == "lost"]
+        assert ends == ["w0c3/untold-m-7", "w0c1/open-m-9"]  # (w0c1's: left open)
+        assert check_events("mutex", closed)[0] == []
+    crossed = close_holds("mutex", _offered_then(_event("w0c3", "ok", "release", "m", 7, 2.6)))
+    assert [e["process"] for e in crossed if e["f"] == "lost"] == ["w0c1/open-m-9"]
+    assert check_events("mutex", crossed)[0][0].rule == "linearizable:mutex"
+    told = close_holds("mutex", _offered_then(_event("w0c3", "fail", "release", "m", 7, 2.6)))
+    # (its loss, told, is its own: the lease's lost, _on_loss)
+    assert [e["process"] for e in told if e["f"] == "lost"] == ["w0c1/open-m-9"]
+
+
 def test_the_search_bound_grows_with_the_history(monkeypatch: pytest.MonkeyPatch) -> None:
     """A long run's model gets more time than a short one's (check_lin.search_bound)."""
     bounds: list[float] = []

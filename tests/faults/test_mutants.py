@@ -125,7 +125,7 @@ async def test_a_stale_read_of_the_ydb_face_is_caught_by_the_register_model(
     tmp_path: Path,
 ) -> None:
     # No faults: YDB's clients (its SDK, tools/faults/lin_ydb.py) read the registers the
-    # native clients write, and the mutant answers them with data up to a second old.
+    # native clients write, and the mutant answers them with data up to three seconds old.
     scenario = replace(SCENARIOS["linearizable"], nemeses=(), workers=2, short_seconds=8.0)
     target = TenureTarget(
         tmp_path / "data", idle_timeout=scenario.idle_timeout, launcher=launcher("ydb-stale-read")

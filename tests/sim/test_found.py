@@ -35,6 +35,15 @@
    nothing, ``Session.missed``). The workload's own recording had one (seed 10): a
    bounded hold's loss was invoked at the grant seen, but a max_hold may end it
    before its grant reaches the client.
+5. **A client killed with its release unanswered, after another adopted its hold, left
+   two holders in the history** (``scripts/sim --target cluster --seed 38728 --minutes
+   0.5 --clients 4``, the first 10,500 seeds of the 100,000). The workload's recording,
+   not tenure: the end an adoption may give an offered hold, untold, was recorded only
+   once the release was answered ``info``; a client killed first recorded nothing, and
+   its release, invoked after the adoption, was the hold's only end. Fixed: the untold
+   end is recorded as the offer is made (and a ``max_hold`` asked), and
+   :func:`~tenure.testing.workload.close_holds` drops it only where the release was
+   answered ``ok`` or ``fail`` (tests/faults/test_lin_events.py holds the rule).
 """
 
 from __future__ import annotations
@@ -142,3 +151,10 @@ def test_the_seeds_that_found_an_untold_crossed_end_hold(seed: int) -> None:
     result = run_seed(SimOptions(seed, minutes=1))
     assert result.ok, result.verdicts.violations
     assert result.verdicts.operations["mutex"] > 500  # (it ran: not cut short)
+
+
+def test_the_cluster_seed_of_a_client_killed_after_an_adoption_holds() -> None:
+    """5. (module docstring)."""
+    result = run_seed(SimOptions(38728, target="cluster", minutes=0.5, clients=4))
+    assert result.ok, result.verdicts.violations
+    assert result.faults["crash-client"] >= 1  # (the fault that found it)

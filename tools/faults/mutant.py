@@ -23,7 +23,8 @@ mutants. Each mutant names the checker rule that must catch it:
   serves in the run. Run by the ``linearizable`` scenario; caught by
   ``linearizable:counter`` and ``linearizable:register``.
 * ``ydb-stale-read`` (server): YDB's face answers a describe with the semaphore's
-  data as it was up to a second before (a read served from a copy kept too long);
+  data as it was up to :data:`STALE_FOR` seconds before (a read served from a copy kept
+  too long: long enough that a short run's few YDB reads meet a write in it);
   tenure's own protocol reads it fresh. Run by the ``linearizable`` scenario, whose
   YDB clients read the registers the native clients write; caught by
   ``linearizable:register``.
@@ -114,6 +115,10 @@ def _lost_swap() -> None:
     engine._HANDLERS[c.SwapSemaphoreData] = swap
 
 
+#: ``ydb-stale-read``: how long the face keeps a semaphore's data for its describes.
+STALE_FOR: Final = 3.0
+
+
 def _ydb_stale_read() -> None:
     import time
 
@@ -126,10 +131,10 @@ def _ydb_stale_read() -> None:
         fields = original(*args)
         name, now = fields["name"], time.monotonic()
         copy = kept.get(name)
-        if copy is None or now - copy[0] > 1.0:
+        if copy is None or now - copy[0] > STALE_FOR:
             kept[name] = (now, fields["data"])
         else:
-            fields["data"] = copy[1]  # the copy, up to a second old
+            fields["data"] = copy[1]  # the copy, up to STALE_FOR old
         return fields
 
     semaphores._described = described  # type: ignore[assignment]

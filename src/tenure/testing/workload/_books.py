@@ -53,6 +53,8 @@ MODELS: Final[dict[str, dict[str, Any] | None]] = {
 CLAIM: Final = "claim"
 #: Every file a worker writes its operations in: the models' and the claims'.
 RECORDED: Final = (*MODELS, CLAIM)
+#: What marks the process id of an end a hold may be given untold (:meth:`ProcessIds.untold`).
+UNTOLD_MARK: Final = "/untold-"
 #: What marks the process ids of a client's operations through YDB's face.
 YDB_MARK: Final = ".y"
 
@@ -140,8 +142,8 @@ class ProcessIds:
     def untold(self, key: str, token: int) -> str:
         """The process id of an end the service may give the hold of ``token`` on
         ``key`` by itself, untold (an adoption once it is offered, its ``max_hold``:
-        :meth:`~tenure.testing.workload.LinRecorder._end`)."""
-        return f"{self.label}/untold-{key}-{token}"
+        :meth:`~tenure.testing.workload.LinRecorder._untold`)."""
+        return f"{self.label}{UNTOLD_MARK}{key}-{token}"
 
     def resumed(self, key: str, token: int) -> str:
         """The process id of the release of the hold of ``token`` on ``key`` that a

@@ -16,13 +16,16 @@ An adoption ends the offered hold, and its lease is told (the service's push), o
 the holder's release crossed the adoption, told as the release returns: every store
 makes the loss the lease's ``lost_reason`` when ``release()`` returns (where the
 config says the target does, :attr:`LinConfig.told_when_crossed`: by default). Untold,
-an adoption may have ended the hold any time from the offer on: whenever the release
-is ``info`` (its answer lost, its session ended: the loss then never reaches the
-holder), and on a target that does not tell a crossed end (whose release returns as if
-it had released: ``info`` too), a ``lost`` invoked at the offer and never completed is
-recorded (``w0c1/untold-<key>-<token>``). So the ``mutex`` model holds a hand-off to
-its rules: the offering hold ends before the adopting one begins, and the adopter's
-token is greater than every token before it.
+an adoption may have ended the hold any time from the offer on, so once the offer is
+made a ``lost`` invoked at the offer and never completed is recorded
+(``w0c1/untold-<key>-<token>``). It stands unless the release is answered ``ok`` or
+``fail`` (:func:`~tenure.testing.workload.close_holds` drops it then): it stands when
+the release is ``info`` (its answer lost, its session ended: the loss then never
+reaches the holder; on a target that does not tell a crossed end, whose release
+returns as if it had released, ``info`` too), and when the client was killed before
+its release was answered. So the ``mutex`` model holds a hand-off to its rules: the
+offering hold ends before the adopting one begins, and the adopter's token is greater
+than every token before it.
 """
 
 from __future__ import annotations
@@ -30,12 +33,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Awaitable
-from functools import partial
 from typing import Final
 
 import tenure
 from tenure.errors import LeaseLostError, PreconditionFailedError, TenureError
-from tenure.testing.workload._recording import ANSWER_LOST, LinRecorder, Untold
+from tenure.testing.workload._recording import ANSWER_LOST, LinRecorder
 
 __all__ = ["MAX_COUNT", "MAX_HOLD", "OFFER_WAIT", "HoldSteps"]
 
@@ -129,22 +131,22 @@ class HoldSteps(LinRecorder):
 
         await self._hold(session, "mutex", key, None, take, before_release=self._offer)
 
-    async def _offer(self, lease: tenure.Lease) -> Untold | None:
+    async def _offer(self, lease: tenure.Lease) -> bool:
         """Offer ``lease`` to the worker's other clients; wait until it is adopted (it
-        ends lost) or :data:`OFFER_WAIT` passes, and withdraw the offer. If it was
-        offered, what records that an adoption may have ended it untold from the offer
-        on (a ``lost`` never completed: the module docstring), for the release to use
-        when it cannot tell."""
+        ends lost) or :data:`OFFER_WAIT` passes, and withdraw the offer. True if it was
+        offered: an adoption may have ended it untold from the offer on, recorded so at
+        once (a ``lost`` never completed: the module docstring)."""
         called = self.books.now_ns()
         try:
             async with asyncio.timeout(self.config.op_timeout):
                 text = await lease.handoff()
         except ANSWER_LOST as error:  # (offered or not: nobody has the string)
             self.rec.note(self.label, "handoff-failed", error=repr(error))
-            return None
+            return False
         except TenureError as error:  # (lost first, or its session)
             self.rec.note(self.label, "handoff-failed", error=repr(error))
-            return None
+            return False
+        self._untold("mutex", lease.name, lease.token, called)
         offer = (lease.name, text)
         self.books.offers.append(offer)
         try:
@@ -154,7 +156,7 @@ class HoldSteps(LinRecorder):
         finally:
             with contextlib.suppress(ValueError):  # (taken by an adopter)
                 self.books.offers.remove(offer)
-        return partial(self._untold, "mutex", lease.name, lease.token, called)
+        return True
 
     async def adopt_mutex(self, session: tenure.Session) -> None:
         """``adopt()`` of the oldest hold offered (an ``acquire``: ``ok`` with its new

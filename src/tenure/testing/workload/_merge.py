@@ -11,6 +11,13 @@ joined: answered ``info``, or never answered, its client killed meanwhile), gets
 ``leave`` invoked at the join and never completed. Either may take
 effect any time after, or never (``info``): without it the model would keep the hold
 or the member for ever, though its session ended.
+
+An end a hold may have been given untold (``w0c1/untold-<key>-<token>``, recorded as
+soon as it may: an offer made, a ``max_hold`` asked) stands unless the hold's release
+was answered ``ok`` or ``fail``: that answer tells how the hold ended, and the untold
+end is dropped, so that a release answered ``ok`` after an adoption ended its hold is
+the mutex model's violation, not explained away. It stands when the release is
+``info`` or never answered (its client killed meanwhile).
 """
 
 from __future__ import annotations
@@ -20,6 +27,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from tenure.testing import lincheck
+from tenure.testing.workload._books import UNTOLD_MARK
 
 __all__ = ["close_holds", "read_events", "watch_records"]
 
@@ -59,6 +67,7 @@ def close_holds(model: str, events: list[dict[str, Any]]) -> list[dict[str, Any]
     (module docstring), in time order."""
     if model not in _ENDS:
         return events
+    events = _without_told_untold(model, events)
     grant_f, end_fs = ("join" if model == "membership" else "acquire"), _ENDS[model]
     invoked: dict[str, dict[str, Any]] = {}
     open_holds: dict[tuple[str, str, Any], dict[str, Any]] = {}
@@ -88,6 +97,29 @@ def close_holds(model: str, events: list[dict[str, Any]]) -> list[dict[str, Any]
     merged = events + added
     merged.sort(key=lambda event: int(event["time"]))
     return merged
+
+
+def _without_told_untold(model: str, events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``events`` less the untold ends of the holds whose release was answered ``ok`` or
+    ``fail`` (module docstring)."""
+    invoked: dict[str, dict[str, Any]] = {}
+    answered: set[tuple[str, str, Any]] = set()
+    for event in events:
+        process = str(event["process"])
+        if event["type"] == "invoke":
+            invoked[process] = event
+            continue
+        call = invoked.pop(process, None)
+        if call is not None and call["f"] == "release" and event["type"] in ("ok", "fail"):
+            answered.add(_hold(model, call, process))
+    return [
+        event
+        for event in events
+        if not (
+            UNTOLD_MARK in str(event["process"])
+            and _hold(model, event, str(event["process"])) in answered
+        )
+    ]
 
 
 def _hold(model: str, event: dict[str, Any], process: str) -> tuple[str, str, Any]:

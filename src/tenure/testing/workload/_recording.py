@@ -21,7 +21,6 @@ from __future__ import annotations
 import asyncio
 import random
 from collections.abc import Awaitable, Callable
-from functools import partial
 from typing import Any, Final, Protocol, TypeVar
 
 import tenure
@@ -30,7 +29,7 @@ from tenure.testing.lincheck import HistoryWriter
 from tenure.testing.workload._books import Books, ProcessIds
 from tenure.testing.workload._config import LinConfig
 
-__all__ = ["ANSWER_LOST", "RETRIES", "LinRecorder", "Notes", "Pauses", "SessionGoneError", "Untold"]
+__all__ = ["ANSWER_LOST", "RETRIES", "LinRecorder", "Notes", "Pauses", "SessionGoneError"]
 
 T = TypeVar("T")
 
@@ -38,10 +37,6 @@ T = TypeVar("T")
 RETRIES: Final = 2
 #: The errors of a request whose answer was lost (its outcome unknown).
 ANSWER_LOST: Final = (UnavailableError, TimeoutError, OSError)
-
-
-#: Records that a hold may have ended another way, untold (:meth:`LinRecorder._end`).
-Untold = Callable[[], None]
 
 
 class SessionGoneError(Exception):
@@ -148,18 +143,17 @@ class LinRecorder:
         take: Callable[[], Awaitable[tenure.Lease]],
         *,
         refused: tuple[type[Exception], ...] = (),
-        before_release: Callable[[tenure.Lease], Awaitable[Untold | None]] | None = None,
+        before_release: Callable[[tenure.Lease], Awaitable[bool]] | None = None,
         ends_unseen: bool = False,
     ) -> None:
         """``take()`` (an ``acquire`` of ``value``: ``ok`` with the token; ``fail`` when not
         granted within the wait, or refused with one of ``refused``), a hold (perhaps a
-        pause of the whole worker), ``before_release(lease)`` if given (what records
-        that the hold may have ended another way meanwhile: :meth:`_end`'s
-        ``elsewhere``), then
+        pause of the whole worker), ``before_release(lease)`` if given (true if the hold
+        may have ended another way since, untold: it recorded so, :meth:`_untold`), then
         ``release()``; a loss meanwhile is a ``lost`` (:meth:`_on_loss`), invoked at the
         grant seen, or at the acquire's call if the hold ``ends_unseen`` (it may end by
-        itself before its grant reaches the client: a ``max_hold``; untold, if its
-        release cannot tell: :meth:`_end`'s ``elsewhere``)."""
+        itself before its grant reaches the client: a ``max_hold``; untold too, so
+        :meth:`_untold` from the acquire's call)."""
         writer = self.books.writer(model)
         process = self.procs.current
         called = self.books.now_ns()
@@ -190,11 +184,12 @@ class LinRecorder:
         self.granted.add((key, lease.token))
         since = called if ends_unseen else seen
         told = self._on_loss(lease, model, "lost", key, lease.token, lease.token, since)
+        if ends_unseen:  # (its max_hold may end it, untold)
+            self._untold(model, key, lease.token, called)
         await asyncio.sleep(self.rng.uniform(*self.config.hold))
         await self.pauses.maybe(self.rng, self.label)
-        elsewhere = None if before_release is None else await before_release(lease)
-        if elsewhere is None and ends_unseen:  # (its max_hold may end it, untold)
-            elsewhere = partial(self._untold, model, key, lease.token, called)
+        offered = before_release is not None and await before_release(lease)
+        elsewhere = ends_unseen or offered
         await self._end(
             session, lease, writer, self.procs.current, "release", lease.token, key, elsewhere, told
         )
@@ -208,7 +203,7 @@ class LinRecorder:
         f: str,
         value: Any,
         key: str,
-        elsewhere: Untold | None = None,
+        elsewhere: bool = False,
         told: Callable[[LostError | None], None] | None = None,
     ) -> None:
         """``release()`` or ``leave()`` (``f``) of ``held``, recorded: ``info`` if its
@@ -216,14 +211,13 @@ class LinRecorder:
         first (it held nothing by then); ``info`` if the session ended meanwhile, or the
         client gave the hold up itself (the call returns then too, but the service may
         keep the hold until it expires the session, later: module docstring; a read of
-        the holders may still show it); ``ok`` if the service applied it. A hold that
-        may have ended ``elsewhere`` (offered to another session, which may adopt it),
-        untold unless the lease was told lost, has that recorded (``elsewhere()``)
-        whenever its release is ``info``, and its release is ``info`` even when it
-        returned, unless the target tells an end its release crossed
-        (:attr:`LinConfig.told_when_crossed`). A loss the service told only as the release returned
-        (it had ended the hold before the release reached it: ``lost_reason`` set,
-        the lease's callbacks told of the release) is recorded by ``told``, the
+        the holders may still show it); ``ok`` if the service applied it. The release
+        of a hold that may have ended ``elsewhere`` (offered to another session, which
+        may adopt it; its ``max_hold``), untold (:meth:`_untold` recorded so), is
+        ``info`` even when it returned, unless the target tells an end its release
+        crossed (:attr:`LinConfig.told_when_crossed`). A loss the service told only as
+        the release returned (it had ended the hold before the release reached it:
+        ``lost_reason`` set, the lease's callbacks told of the release) is recorded by ``told``, the
         hold's :meth:`_on_loss` recorder, now."""
         writer.invoke(process, f, value, key)
         try:
@@ -232,8 +226,6 @@ class LinRecorder:
         except ANSWER_LOST:
             writer.info(process, f, value, key)
             self.procs.unknown()
-            if elsewhere is not None:
-                elsewhere()
             return
         if isinstance(held.lost_reason, LeaseLostError):
             writer.fail(process, f, value, key)
@@ -242,18 +234,19 @@ class LinRecorder:
         elif (
             held.lost_reason is not None
             or session.lost_reason is not None
-            or (elsewhere is not None and not self.config.told_when_crossed)
+            or (elsewhere and not self.config.told_when_crossed)
         ):
             writer.info(process, f, value, key)
             self.procs.unknown()
-            if elsewhere is not None:
-                elsewhere()
         else:
             writer.ok(process, f, value, key)
 
     def _untold(self, model: str, key: str, token: int, since: int) -> None:
         """Record that the hold of ``token`` may have ended by itself any time from
-        ``since`` on, untold: a ``lost`` invoked then, never completed."""
+        ``since`` on, untold: a ``lost`` invoked then, never completed. Recorded at
+        once, whatever follows (a client killed with its release unanswered may have
+        lost it so): :func:`~tenure.testing.workload.close_holds` drops it if the
+        hold's release is answered ``ok`` or ``fail``, which tells how it ended."""
         process = self.procs.untold(key, token)
         self.books.record_at(since, model, "invoke", process, "lost", token, key)
 
