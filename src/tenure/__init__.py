@@ -35,6 +35,7 @@ from tenure._core.values import (
     SessionSummary,
     WaiterInfo,
 )
+from tenure._core.why_report import WhyHolder, WhyLink, WhyReport, WhyRoot, WhyWait, WhyWaiter
 from tenure.backends import Capability, SessionTicket
 from tenure.client import (
     MAX_REENTRANT_DEPTH,
@@ -132,6 +133,12 @@ __all__ = [
     "SessionSummary",
     "SessionTicket",
     "WaiterInfo",
+    "WhyHolder",
+    "WhyLink",
+    "WhyReport",
+    "WhyRoot",
+    "WhyWait",
+    "WhyWaiter",
     "WriteLock",
     "__version__",
     "add_observer",

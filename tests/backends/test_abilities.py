@@ -23,6 +23,7 @@ from tenure.backends import (
     BackendSession,
     Capability,
     CoreSession,
+    WaitChains,
     abilities_of,
     memory,
     postgres,
@@ -108,6 +109,20 @@ def test_a_built_in_session_implements_exactly_the_abilities_its_backend_declare
     for declared in _declarable()[scheme]:
         session = object.__new__(session_class(declared))  # (its class is what counts)
         assert abilities_of(session) == declared & ABILITIES.keys(), (scheme, declared)
+
+
+def test_a_backend_declares_wait_chains_exactly_when_it_answers_why() -> None:
+    # The one capability of the backend itself, not of its sessions (WaitChains).
+    backends = {
+        "memory": memory.MemoryBackend,
+        "tenure": remote.TenureBackend,
+        "etcd": etcd_backend.EtcdBackend,
+        "redis": redis.RedisBackend,
+        "postgres": postgres.PgBackend,
+    }
+    for scheme, sets in _declarable().items():
+        answers = isinstance(object.__new__(backends[scheme]), WaitChains)
+        assert answers == any(Capability.WAIT_CHAINS in declared for declared in sets), scheme
 
 
 async def test_a_memory_session_has_the_abilities_memory_declares() -> None:

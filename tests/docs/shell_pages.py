@@ -407,6 +407,23 @@ BLOCKS: dict[tuple[str, str], ShellBlock] = {
             Line(r"^tenure watch", background=r"billing-export", stop=signal.SIGINT, stopped=None),
         ),
     ),
+    ("docs/operations.md", "tenure why shop orders           #"): ShellBlock(
+        slow=True,
+        servers=("tenure",),
+        env=CLI,
+        nodes=("shop",),
+        beside=(
+            (
+                "tenure lock --node shop orders -- sleep 60",
+                Line("", ready=held("shop", "orders"), stopped=143),
+            ),
+        ),
+        lines=(
+            Line(r"^tenure why shop orders$", prints=r"orders \(node shop\): 1 holder\(s\)"),
+            Line(r"--json", prints=r'"roots": \[\{"node": "shop", "name": "orders"'),
+            Line(r"--after", prints=r"root: orders held by session"),
+        ),
+    ),
     ("docs/operations.md", "tenure node create billing --set"): ShellBlock(
         slow=True,
         servers=("tenure",),

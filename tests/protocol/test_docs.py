@@ -18,6 +18,7 @@ from tenure._protocol import (
     Request,
     Side,
 )
+from tenure._protocol.blocking import WHY_HOLDER, WHY_LINK, WHY_ROOT, WHY_WAIT, WHY_WAITER
 from tenure._protocol.cluster import MEMBER_VIEW
 from tenure._protocol.messages import MESSAGE, version_refusal
 from tenure._protocol.payload_records import (
@@ -58,6 +59,11 @@ RECORDS: list[Record] = [
     OWNER_INFO,
     WAITER_INFO,
     MEMBER_VIEW,
+    WHY_HOLDER,
+    WHY_WAIT,
+    WHY_WAITER,
+    WHY_LINK,
+    WHY_ROOT,
 ]
 
 

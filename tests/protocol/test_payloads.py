@@ -114,8 +114,9 @@ def test_the_walk_finds_every_record():
     assert {"HeldGrant", "QueuedAcquire", "SessionState"} <= names
     assert {"ClientIdentity", "SemaphoreSummary", "SessionSummary"} <= names
     assert {"ClusterView", "MemberView"} <= names
-    # Commands, effects, 14 reply records, 11 records inside them, 10 messages.
-    assert len(ALL_RECORDS) == len(COMMAND_TYPES) + len(EFFECT_TYPES) + 14 + 11 + 10
+    assert {"WhyReport", "WhyHolder", "WhyWait", "WhyWaiter", "WhyLink", "WhyRoot"} <= names
+    # Commands, effects, 15 reply records, 16 records inside them, 10 messages.
+    assert len(ALL_RECORDS) == len(COMMAND_TYPES) + len(EFFECT_TYPES) + 15 + 16 + 10
 
 
 @pytest.mark.parametrize("record", ALL_RECORDS, ids=lambda r: r.name)
@@ -128,10 +129,10 @@ def test_schema_lists_every_dataclass_field_in_order(record):
 # is a new protocol version (and docs/protocol.md changes with it); the one exception,
 # SetNodeAnnex and GetNodeAnnex (new tags, within version 2), is explained in its section 14;
 # ClusterStatus and ClusterView came with version 3, ReadBackup, ReloadFiles and
-# FilesReloaded with version 8.
+# FilesReloaded with version 8, WhyName and WhyReport with version 9.
 STABLE_TAGS = {
     "CreateNode": 1, "DescribeNode": 2, "AlterNode": 3, "DropNode": 4,
-    "ListNodes": 5, "SetNodeAnnex": 6, "GetNodeAnnex": 7,
+    "ListNodes": 5, "SetNodeAnnex": 6, "GetNodeAnnex": 7, "WhyName": 8,
     "CreateSession": 10, "AttachSession": 11, "DetachSession": 12, "CloseSession": 13,
     "DescribeSession": 14,
     "ResumeSession": 15,
@@ -144,7 +145,8 @@ STABLE_TAGS = {
     "Granted": 1, "AcquireFailed": 2, "LeaseLost": 3, "WatchFired": 4, "SessionEnded": 5,
     "SessionInfo": 1, "AcquireResult": 2, "NodeDescription": 3, "DescribeResult": 4,
     "SessionState": 5, "NodePage": 6, "SemaphorePage": 7, "SessionPage": 8, "ClusterView": 9,
-    "RateReservation": 10, "AcquireAllResult": 11, "ClaimRecord": 12, "WatchArmed": 16,
+    "RateReservation": 10, "AcquireAllResult": 11, "ClaimRecord": 12, "WhyReport": 13,
+    "WatchArmed": 16,
     "FilesReloaded": 17,
     "Hello": 1, "Request": 2, "Ping": 3, "Welcome": 11, "Refused": 12, "Reply": 13,
     "Failure": 14, "Push": 15, "Pong": 16, "GoingAway": 17,

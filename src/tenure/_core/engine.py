@@ -108,6 +108,7 @@ HANDLERS: Final[Mapping[type[c.Command[Any]], Handler]] = MappingProxyType(
         c.ListNodes: listing.list_nodes,
         c.ListSemaphores: listing.list_semaphores,
         c.ListSessions: listing.list_sessions,
+        c.WhyName: listing.why_name,
         c.CreateSemaphore: semaphores.create_semaphore,
         c.Acquire: acquire.acquire,
         c.AcquireAll: sets.acquire_all,

@@ -34,6 +34,17 @@ MAX_SET_NAMES: Final = 64
 #: is reported.
 DEADLOCK_SEARCH_LIMIT: Final = 1_000
 
+#: How many holds, waits and queue places one answer of who blocks a name (WhyName,
+#: ``tenure why``: :mod:`tenure._core.blocking`) may look at, by default
+#: (``EngineState.why_look_limit``; ``tenure serve --why-look-limit``). Past it the
+#: chain stops where it is and says it was cut: one answer is a bounded step.
+WHY_LOOK_LIMIT: Final = 10_000
+
+#: Holders, waiters and chain links one answer of who blocks a name lists by default
+#: (``client.why``, ``tenure why``): with descriptions and identities as long as
+#: allowed (3 KiB each), the answer stays within a 1 MiB frame.
+WHY_PAGE: Final = 100
+
 #: How many prefix watches may be armed on one node, by default
 #: (``EngineState.max_prefix_watches_per_node``; ``tenure serve
 #: --max-prefix-watches-per-node``), whoever armed them. Each fires on every change

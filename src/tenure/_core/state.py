@@ -23,6 +23,7 @@ from tenure._core.deadlines import (
     WaiterDeadline,
 )
 from tenure._core.effects import Effect
+from tenure._core.limits import WHY_LOOK_LIMIT
 from tenure._core.node import Node
 from tenure._core.quotas import (
     Q_DATA_BYTES,
@@ -84,6 +85,9 @@ class EngineState:
         #: 0: requests are not checked (a journal's replay sets it so: a request that
         #: was logged was let wait, whatever this engine's limit would decide).
         self.deadlock_search_limit = deadlock_search_limit
+        #: How many holds, waits and queue places one WhyName may look at (the host's:
+        #: :data:`~tenure._core.limits.WHY_LOOK_LIMIT` by default).
+        self.why_look_limit = WHY_LOOK_LIMIT
         #: How many prefix watches one node may have armed (whoever armed them): the
         #: host's, like ``max_nodes`` (watches are not logged: no replay arms one).
         self.max_prefix_watches_per_node = MAX_PREFIX_WATCHES_PER_NODE

@@ -46,6 +46,8 @@ from tenure._core.limits import (
     MAX_SET_NAMES,
     MAX_TASK,
     MAX_WATCHES_PER_SEMAPHORE,
+    WHY_LOOK_LIMIT,
+    WHY_PAGE,
 )
 from tenure._core.node_settings import (
     DEFAULT_NODE_CEILINGS,
@@ -297,6 +299,8 @@ __all__ = [
     "SemaphoreDescription",
     "SemaphoreSummary",
     "SessionSummary",
+    "WHY_LOOK_LIMIT",
+    "WHY_PAGE",
     "WaiterInfo",
     "check_annex_key",
     "check_ceilings",

@@ -37,6 +37,7 @@ from tenure._core.commands import (
     ReserveUnits,
     SwapSemaphoreData,
     WatchPrefix,
+    WhyName,
 )
 from tenure._core.effects import Effect, WatchFired
 from tenure._core.values import (
@@ -77,6 +78,7 @@ __all__ = [
     "SINCE_VERSION_6",
     "SINCE_VERSION_7",
     "SINCE_VERSION_8",
+    "SINCE_VERSION_9",
     "SUPPORTED_VERSIONS",
     "ClientMessage",
     "ConnectionClosed",
@@ -112,11 +114,12 @@ __all__ = [
 #: hold handed off to another session under a new token), and Acquire's and
 #: NodeConfig's trailing ``max_hold`` (a grant bounded in time). Version 8 added
 #: ReadBackup and ReloadFiles (an operator's acts on the server itself, at the URL every
-#: other command takes: :mod:`tenure._protocol.admin`).
-PROTOCOL_VERSION: Final = 8
+#: other command takes: :mod:`tenure._protocol.admin`). Version 9 added WhyName (who
+#: blocks a name: :mod:`tenure._protocol.blocking`).
+PROTOCOL_VERSION: Final = 9
 #: The versions a server built from this code accepts in a Hello. To an older peer
 #: it sends the layouts of the peer's version (:func:`for_version`).
-SUPPORTED_VERSIONS: Final = frozenset({1, 2, 3, 4, 5, 6, 7, PROTOCOL_VERSION})
+SUPPORTED_VERSIONS: Final = frozenset({1, 2, 3, 4, 5, 6, 7, 8, PROTOCOL_VERSION})
 #: Commands a version-1 peer does not know (a client must not send them to it).
 SINCE_VERSION_2: Final = frozenset({ListNodes, ListSemaphores, ListSessions, KillSession})
 #: Commands a version-1 or version-2 peer does not know.
@@ -131,6 +134,8 @@ SINCE_VERSION_6: Final = frozenset({WatchPrefix, ClaimName, ReleaseClaim})
 SINCE_VERSION_7: Final = frozenset({OfferHold, AdoptHold})
 #: Commands a peer of version 1 to 7 does not know.
 SINCE_VERSION_8: Final = frozenset({ReadBackup, ReloadFiles})
+#: Commands a peer of version 1 to 8 does not know.
+SINCE_VERSION_9: Final = frozenset({WhyName})
 #: Welcome.role of a server that is not part of a cluster, of a cluster's leader,
 #: and of a standby (which answers only ClusterStatus and Ping: docs/protocol.md 16).
 STANDALONE: Final = ""

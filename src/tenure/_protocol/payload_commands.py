@@ -50,6 +50,9 @@ _COMMANDS: Final = (
     Record(c.ListNodes, [("after", STR), ("limit", UINT)], tag=5),
     Record(c.SetNodeAnnex, [("name", STR), ("key", STR), ("value", BIN)], tag=6),
     Record(c.GetNodeAnnex, [("name", STR), ("key", STR)], tag=7),
+    Record(  # protocol version 9
+        c.WhyName, [("node", STR), ("name", STR), ("after", UINT), ("limit", UINT)], tag=8
+    ),
     # sessions: 10..19
     Record(
         c.CreateSession,

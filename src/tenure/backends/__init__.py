@@ -74,6 +74,7 @@ from tenure.backends._base import (
     SwapWrite,
     TaskNumbers,
     UpdateWrite,
+    WaitChains,
     WatchStream,
     abilities_of,
 )
@@ -157,6 +158,7 @@ __all__ = [
     "AllOrNone",
     "Backend",
     "BackendListing",
+    "WaitChains",
     "BackendNodes",
     "BackendSession",
     "Capability",

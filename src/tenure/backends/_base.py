@@ -31,7 +31,7 @@ full set, the core and every ability composed (:class:`BackendSession`), in
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 from tenure._core.values import (
     NO_IDENTITY,
@@ -41,6 +41,7 @@ from tenure._core.values import (
     SemaphoreSummary,
     SessionSummary,
 )
+from tenure._core.why_report import WhyReport
 from tenure.backends._abilities import (
     ABILITIES,
     ABILITY_MEMBERS,
@@ -121,6 +122,7 @@ __all__ = [
     "SwapWrite",
     "TaskNumbers",
     "UpdateWrite",
+    "WaitChains",
     "WatchStream",
     "abilities_of",
     "ability",
@@ -186,6 +188,21 @@ class BackendListing(Protocol):
         NotFoundError if the node or the live session does not exist;
         PermissionDeniedError without write access.
         """
+
+
+@runtime_checkable
+class WaitChains(Protocol):
+    """:attr:`Capability.WAIT_CHAINS`: a backend that says who blocks a name, knowing
+    what each holder waits for. Not part of :class:`Backend`: a backend without it
+    is answered from a describe (``client.why``)."""
+
+    async def why(self, node: str, name: str, *, after: int, limit: int) -> WhyReport:
+        """Who blocks semaphore ``name`` of ``node``
+        (:class:`~tenure._core.blocking.WhyReport`): up to ``limit`` holders, up to
+        ``limit`` waiters after the ``after``-th, what each holder waits for, and the
+        chain (``limit`` links at most) to its roots. NotFoundError for a missing node
+        or semaphore; InvalidArgumentError for a ``limit`` outside [1, MAX_PAGE] or a
+        negative ``after``."""
 
 
 class Backend(BackendNodes, BackendListing, Protocol):

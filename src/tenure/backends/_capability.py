@@ -87,3 +87,9 @@ class Capability(enum.Enum):
     #: is a node's ``max_hold`` setting (``etcd://``: a leader change renews etcd's
     #: leases to their full TTL, so no etcd lease can promise a grant's end).
     MAX_HOLD = "max_hold"
+    #: The store knows what each holder waits for: ``client.why(node, name)`` (and
+    #: ``tenure why``) shows each holder's own waits, the chain of holders that wait
+    #: across names, and its roots (:meth:`~tenure.backends._base.WaitChains.why`).
+    #: Without it the answer is made from a describe of the name: its holders and
+    #: waiters, with what a holder waits for, the chain and the roots left unknown.
+    WAIT_CHAINS = "wait_chains"

@@ -33,6 +33,7 @@ from tenure._protocol.messages import (
     SINCE_VERSION_6,
     SINCE_VERSION_7,
     SINCE_VERSION_8,
+    SINCE_VERSION_9,
     STANDALONE,
     STANDBY,
 )
@@ -65,6 +66,7 @@ NEWER: Final = (
     | SINCE_VERSION_6
     | SINCE_VERSION_7
     | SINCE_VERSION_8
+    | SINCE_VERSION_9
     | frozenset({CreateNode})
 )
 _DEFAULT_MAX_CLAIMS: Final = NodeConfig().max_claims
@@ -208,7 +210,9 @@ async def leader_elsewhere(
 
 def check_version(endpoint: Door, version: int, command: Command[R]) -> None:
     """UnsupportedError if protocol ``version`` (spoken to ``endpoint``) lacks ``command``."""
-    if type(command) in SINCE_VERSION_8 and version < 8:
+    if type(command) in SINCE_VERSION_9 and version < 9:
+        what = "say who blocks a name (client.why, tenure why)"
+    elif type(command) in SINCE_VERSION_8 and version < 8:
         what = "take backups or reload its files over tenure://"
     elif type(command) in SINCE_VERSION_7 and version < 7:
         what = "hand a lease to another session (lease.handoff, session.adopt)"

@@ -50,8 +50,10 @@ from tenure._core import (
     ReleaseClaim,
     ResumeSession,
     SessionInfo,
+    WhyName,
 )
 from tenure._core.values import SemaphoreSummary, SessionSummary
+from tenure._core.why_report import WhyReport
 from tenure._runtime.clock import Clock, LoopClock
 from tenure._runtime.host import Host
 from tenure.backends._base import Capability, SessionListener, SessionTicket
@@ -85,6 +87,7 @@ CAPABILITIES: Final = frozenset(
         Capability.CLAIMS,
         Capability.HANDOFF,
         Capability.MAX_HOLD,
+        Capability.WAIT_CHAINS,
     }
 )
 
@@ -287,6 +290,10 @@ class MemoryBackend(SessionFactory):
     async def kill_session(self, node: str, session_id: int) -> None:
         """End a live session as an expiry would (its client hears who ended it)."""
         self.host.execute(KillSession(node, session_id))
+
+    async def why(self, node: str, name: str, *, after: int, limit: int) -> WhyReport:
+        """Who blocks ``name`` of ``node`` (:meth:`tenure.backends.WaitChains.why`)."""
+        return self.host.execute(WhyName(node, name, after, limit))
 
     async def release_claim(self, node: str, name: str, claim_id: str) -> bool:
         """Release a claim by its id (see :meth:`tenure.backends._base.Backend.release_claim`)."""

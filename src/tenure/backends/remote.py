@@ -65,9 +65,11 @@ from tenure._core import (
     ReleaseClaim,
     ResumeSession,
     SessionInfo,
+    WhyName,
 )
 from tenure._core.rendezvous import hash64
 from tenure._core.values import SemaphoreSummary, SessionSummary
+from tenure._core.why_report import WhyReport
 from tenure._protocol import Welcome
 from tenure._protocol.admin import FilesReloaded
 from tenure._protocol.cluster import ClusterStatus, ClusterView, MemberView
@@ -103,6 +105,7 @@ SINCE_VERSION: Final = {
     5: frozenset({Capability.ALL_OR_NONE, Capability.RATE_RESERVATION}),
     6: frozenset({Capability.PREFIX_WATCH, Capability.CLAIMS}),
     7: frozenset({Capability.HANDOFF, Capability.MAX_HOLD}),
+    9: frozenset({Capability.WAIT_CHAINS}),
 }
 
 
@@ -190,6 +193,11 @@ class TenureBackend(SessionFactory):
         """A page of the node's live sessions (from the node's shard)."""
         command = ListSessions(node, after, limit)
         return list((await self.shard_for(node).call(command, resend=True)).sessions)
+
+    async def why(self, node: str, name: str, *, after: int, limit: int) -> WhyReport:
+        """Who blocks ``name`` of ``node`` (from the node's shard; a read: sent again
+        after a lost connection)."""
+        return await self.shard_for(node).call(WhyName(node, name, after, limit), resend=True)
 
     async def kill_session(self, node: str, session_id: int) -> None:
         """End a live session as an expiry would (needs a read-write token).

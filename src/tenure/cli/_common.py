@@ -58,6 +58,7 @@ PERMISSION_WORDS: Final = {
     "ListNodes": "list nodes",
     "ListSemaphores": "list semaphores",
     "ListSessions": "list sessions",
+    "WhyName": "ask who blocks a name",
     "Acquire": "take locks, semaphore tokens or leadership",
     "Release": "release locks",
     "CancelAcquire": "stop waiting",

@@ -17,10 +17,11 @@ from typing import Any, Self
 from urllib.parse import urlsplit
 
 from tenure._core.claims import check_claim_id
-from tenure._core.values import NO_IDENTITY, ClientIdentity
+from tenure._core.values import NO_IDENTITY, WHY_PAGE, ClientIdentity, SemaphoreDescription
+from tenure._core.why_report import WhyReport
 from tenure.backends import Backend, Capability, SessionTicket, open_backend
 from tenure.backends._base import session_recovery
-from tenure.client import _args, _forks, _leader, _listing
+from tenure.client import _args, _forks, _leader, _listing, _why
 from tenure.client._args import Data
 from tenure.client._cache import DEFAULT_CACHE_SIZE, Cache, check_cache_args
 from tenure.client._lease import Leadership
@@ -96,6 +97,32 @@ class Client(NodeAdmin, ClosesOnExit):
                 f"{redacted(self.url)} has no claims (it lacks Capability.CLAIMS)"
             )
         return await self.backend.release_claim(node, name, claim_id)
+
+    # -- who blocks whom ---------------------------------------------------------------
+
+    async def why(
+        self, node: str, name: str, *, after: int = 0, limit: int = WHY_PAGE
+    ) -> WhyReport:
+        """Who blocks semaphore ``name`` of ``node``: its holders (in grant order) and its
+        waiters (in the order they will be served, the ``after``-th left out, ``limit``
+        of each), what each holder waits for, and the chain of holders that wait, from
+        the name to its **roots**: the holders that wait for nothing, whom everyone
+        behind waits on (:class:`WhyReport`). Where the store does not know what a
+        holder waits for (it lacks Capability.WAIT_CHAINS), those are None and the
+        holders and waiters come from a describe of the name.
+
+        Raises:
+            InvalidArgumentError: a bad node or name, ``limit`` outside [1, 10,000],
+                a negative ``after``.
+            NotFoundError: no such node or semaphore.
+        """
+        self._check_open()
+
+        async def describe(node: str, name: str) -> SemaphoreDescription:
+            async with self.session(node, description=_why.DESCRIPTION) as session:
+                return await session.semaphore(name).describe(owners=True, waiters=True)
+
+        return await _why.why(self.backend, node, name, after, limit, describe)
 
     # -- sessions, and what runs in them ------------------------------------------------
 

@@ -134,6 +134,7 @@ def server_host(
     # (the serving engine holds new nodes to them), ticks whole; the quotas and the
     # memory budget are the server's: tenure._core.quotas.)
     engine.deadlock_search_limit = config.deadlock_search_limit
+    engine.why_look_limit = config.why_look_limit
     engine.max_nodes = config.max_nodes
     engine.max_prefix_watches_per_node = config.max_prefix_watches_per_node
     engine.max_watches_per_semaphore = config.max_watches_per_semaphore

@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterable
 
 from tenure import client as aio
 from tenure._core.values import (
+    WHY_PAGE,
     ClientIdentity,
     NodeConfig,
     NodeDescription,
@@ -23,6 +24,7 @@ from tenure._core.values import (
     SessionSummary,
     renamed_settings,
 )
+from tenure._core.why_report import WhyReport
 from tenure.backends import Capability, SessionTicket, shown_url
 from tenure.client import _forks
 from tenure.client._args import Data
@@ -191,6 +193,12 @@ class Client(ClosesOnExit):
         """End a live session as an expiry would (see :meth:`tenure.Client.kill_session`)."""
         portal, client = self._live()
         portal.call(client.kill_session, node, session_id)
+
+    def why(self, node: str, name: str, *, after: int = 0, limit: int = WHY_PAGE) -> WhyReport:
+        """Who blocks ``name`` of ``node``: its holders and waiters, the chain of holders
+        that wait, and its roots (see :meth:`tenure.Client.why`)."""
+        portal, client = self._live()
+        return portal.call(client.why, node, name, after=after, limit=limit)
 
     def release_claim(self, node: str, name: str, claim_id: str) -> bool:
         """Release a claim by its id, from any process (see

@@ -42,6 +42,7 @@ from tenure._core import (
     UpdateSemaphore,
     WatchFired,
     WatchPrefix,
+    WhyName,
 )
 from tenure._protocol import ConnectionClosed, Refused
 from tenure._protocol.admin import ReadBackup, ReloadFiles
@@ -106,6 +107,7 @@ def test_read_only_and_read_write_commands() -> None:
         ListNodes(),
         ListSemaphores("n"),
         ListSessions("n"),
+        WhyName("n", "m"),
         ClusterStatus(),  # (members' addresses and log positions: any token may read them)
     ):
         assert denial(reader, allowed, "n") is None
@@ -135,8 +137,8 @@ def test_read_only_and_read_write_commands() -> None:
         why = denial(reader, server_act, None)
         assert why == f"token 'r' is read-only: it may not send {type(server_act).__name__}"
         assert denial(writer, server_act, None) is None
-    assert len(READ_ONLY_COMMANDS) == 15
-    assert len(READ_WRITE_COMMANDS) == 36
+    assert len(READ_ONLY_COMMANDS) == 16
+    assert len(READ_WRITE_COMMANDS) == 37
 
 
 def test_node_patterns() -> None:
@@ -164,6 +166,7 @@ def test_command_node_of_session_commands() -> None:
     assert command_node(SetNodeAnnex("db", "k", b"v"), sessions) == "db"
     assert command_node(GetNodeAnnex("db", "k"), sessions) == "db"
     assert command_node(ReleaseClaim("db", "nightly", "a" * 32), sessions) == "db"
+    assert command_node(WhyName("db", "m"), sessions) == "db"
     assert command_node(ClaimName(3, "nightly", "a" * 32, 1.0, 2.0), sessions) == "jobs"
     assert command_node(AdoptHold(3, "m", 9, 0, 7, b"s" * 16), sessions) == "jobs"
     assert command_node(Acquire(3, "m", 1, request_id=1), sessions) == "jobs"

@@ -32,6 +32,7 @@ from tenure._core.commands.listing import (
     NodePage,
     SemaphorePage,
     SessionPage,
+    WhyName,
 )
 from tenure._core.commands.nodes import (
     AlterNode,
@@ -122,6 +123,7 @@ __all__ = [
     "SemaphorePage",
     "SessionInfo",
     "SessionPage",
+    "WhyName",
     "SessionState",
     "SetNodeAnnex",
     "SwapSemaphoreData",

@@ -1,4 +1,5 @@
-"""Listing commands: read-only and paged (sorted, ``after`` exclusive, ``limit`` up to MAX_PAGE)."""
+"""Listing commands: read-only and paged (sorted, ``after`` exclusive, ``limit`` up to
+MAX_PAGE); and WhyName, who blocks a name (its waiters paged the same way)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from tenure._core.values import (
     SemaphoreSummary,
     SessionSummary,
 )
+from tenure._core.why_report import WhyReport
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,5 +60,17 @@ class ListSessions(Command[SessionPage]):
     """
 
     node: str
+    after: int = 0
+    limit: int = 1000
+
+
+@dataclass(frozen=True, slots=True)
+class WhyName(Command[WhyReport]):
+    """Who blocks semaphore ``name`` of ``node`` (:mod:`tenure._core.blocking`): up to
+    ``limit`` of its holders, up to ``limit`` of its waiters after the ``after``-th
+    (in grant order), what each holder waits for, the chain and its roots."""
+
+    node: str
+    name: str
     after: int = 0
     limit: int = 1000

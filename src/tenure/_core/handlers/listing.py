@@ -1,4 +1,5 @@
-"""Listing commands: the nodes, a node's semaphores, a node's live sessions (paged).
+"""Listing commands: the nodes, a node's semaphores, a node's live sessions (paged);
+and who blocks a name (:func:`why_name`, :mod:`tenure._core.blocking`).
 
 A page is sorted, starts after its ``after`` (exclusive) and holds at most ``limit``
 entries (in [1, MAX_PAGE]), so that no reply outgrows a frame however large the
@@ -14,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 
 from tenure._core import commands as c
+from tenure._core.blocking import why
 from tenure._core.state import EngineState
 from tenure._core.values import (
     MAX_NAME_BYTES,
@@ -21,6 +23,7 @@ from tenure._core.values import (
     SessionSummary,
     check_page_limit,
 )
+from tenure._core.why_report import WhyReport
 from tenure.errors import InvalidArgumentError
 
 
@@ -117,6 +120,11 @@ def list_sessions(state: EngineState, cmd: c.ListSessions, now: float) -> c.Sess
             )
         )
     return c.SessionPage(tuple(page))
+
+
+def why_name(state: EngineState, cmd: c.WhyName, now: float) -> WhyReport:
+    """Who blocks ``cmd.name`` of ``cmd.node`` (:func:`tenure._core.blocking.why`)."""
+    return why(state, cmd.node, cmd.name, cmd.after, cmd.limit, now)
 
 
 def _check_after(text: object, what: str = "after") -> str:

@@ -22,6 +22,7 @@ from tenure._core.values import (
     MAX_LISTED_PER_FIRING,
     MAX_PREFIX_WATCHES_PER_NODE,
     MAX_WATCHES_PER_SEMAPHORE,
+    WHY_LOOK_LIMIT,
 )
 from tenure._protocol import DEFAULT_MAX_FRAME_SIZE
 from tenure._runtime.collector import DEFAULT_FREEZE_AFTER
@@ -86,6 +87,7 @@ class ServeConfig:
     max_requests_per_turn: int = DEFAULT_MAX_REQUESTS_PER_TURN
     max_queued_pushes: int = DEFAULT_MAX_QUEUED_PUSHES
     deadlock_search_limit: int = DEADLOCK_SEARCH_LIMIT  # 0: no deadlock detection
+    why_look_limit: int = WHY_LOOK_LIMIT
     max_nodes: int = 10_000
     max_prefix_watches_per_node: int = MAX_PREFIX_WATCHES_PER_NODE
     max_watches_per_semaphore: int = MAX_WATCHES_PER_SEMAPHORE

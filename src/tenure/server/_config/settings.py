@@ -21,6 +21,7 @@ from tenure._core.values import (
     MAX_LISTED_PER_FIRING,
     MAX_PREFIX_WATCHES_PER_NODE,
     MAX_WATCHES_PER_SEMAPHORE,
+    WHY_LOOK_LIMIT,
 )
 from tenure._protocol import DEFAULT_MAX_FRAME_SIZE, MAX_MAX_FRAME_SIZE, MIN_MAX_FRAME_SIZE
 from tenure._runtime.collector import DEFAULT_FREEZE_AFTER
@@ -312,6 +313,15 @@ SETTINGS: Final = (
         "holds and queued requests one deadlock check may look at; past it an acquire "
         "waits unchecked; 0 = no deadlock detection (default: %(default)s)",
         in_range(0, 10_000_000),
+    ),
+    Setting(
+        "why_look_limit",
+        int,
+        WHY_LOOK_LIMIT,
+        "N",
+        "holds, waits and queue places one answer of who blocks a name (tenure why) may "
+        "look at; past it the chain stops and says it was cut (default: %(default)s)",
+        in_range(1, 10_000_000),
     ),
     Setting(
         "idle_timeout",

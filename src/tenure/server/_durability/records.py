@@ -56,6 +56,7 @@ from tenure._core import (
     Renew,
     ResumeSession,
     WatchPrefix,
+    WhyName,
 )
 from tenure._core.session import digest_key
 from tenure._core.snapshot import resume
@@ -87,6 +88,7 @@ READ_ONLY: Final = frozenset(
         ListSemaphores,
         ListSessions,
         WatchPrefix,
+        WhyName,
     }
 )
 

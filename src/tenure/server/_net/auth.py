@@ -22,7 +22,8 @@ in :mod:`tenure._core.quotas`.
 Authorization is pure policy (no sockets, no engine): :func:`denial` says why a
 token may not send a command about a node, or None if it may. Read-only tokens may
 open, attach, detach, describe and close sessions, describe nodes (and read their
-annex) and semaphores (with watches) and cancel watches; read-write tokens may also
+annex) and semaphores (with watches), ask who blocks a name, and cancel watches;
+read-write tokens may also
 acquire, release, renew, and create, change and delete semaphores and nodes (setting
 a node's annex is changing the node, as AlterNode). The node a command touches is
 :func:`command_node`: named by node commands and CreateSession, the session's own
@@ -85,6 +86,7 @@ from tenure._core import (
     SwapSemaphoreData,
     UpdateSemaphore,
     WatchPrefix,
+    WhyName,
 )
 from tenure._core.quotas import NO_QUOTA, Quota, Usage
 from tenure._core.session import digest_key
@@ -120,6 +122,7 @@ READ_ONLY_COMMANDS: Final[frozenset[type[Command[object]]]] = frozenset(
         ListNodes,
         ListSemaphores,
         ListSessions,
+        WhyName,
         ClusterStatus,  # (the server's own: members' addresses and log positions)
     }
 )
@@ -233,7 +236,8 @@ def command_node(command: Command[object], sessions: Mapping[int, SessionLike]) 
     ):
         return command.name
     if isinstance(
-        command, CreateSession | KillSession | ListSemaphores | ListSessions | ReleaseClaim
+        command,
+        CreateSession | KillSession | ListSemaphores | ListSessions | ReleaseClaim | WhyName,
     ):
         return command.node
     session_id = getattr(command, "session_id", None)

@@ -1,0 +1,190 @@
+"""Who blocks whom, for one name: its holders, its waiters, and the chain to the roots.
+
+:func:`why` answers :class:`~tenure._core.commands.WhyName` from one node's state. A
+name's **holders** are listed in grant order and its **waiters** in grant order too
+(the FIFO queue: the first is served first), a page at a time. A holder **waits for**
+the names its hold's task has a request queued on, each with its place in that queue
+(1: next): the task's waits when the client numbers its tasks (tenure's clients do:
+the deadlock detector's rule, :mod:`tenure._core.wait_graph`), else every wait of its
+session (a client that does not number its tasks, YDB's or dflockd's, asks one thing
+at a time per session).
+
+The **chain** follows those waits from the name, breadth first: each (name, holder)
+met once, with the names that holder waits for; the **roots** are the holders met
+that wait for nothing (a cycle has none: a deadlock of holds whose tasks are not
+known, which the detector cannot see). A session lives in one node, so the chain
+stays in the node asked about.
+
+The walk is bounded: the chain has at most the page's ``limit`` links (so that an
+answer fits a frame), and every hold, wait and queue place it looks at is spent from
+the engine's ``why_look_limit`` (:data:`~tenure._core.limits.WHY_LOOK_LIMIT` by default,
+``tenure serve --why-look-limit``); past it the chain stops where it is
+(``cut``), and a place in a queue not reached reads 0. So an answer costs a bounded
+step of the engine's loop however many waiters are queued.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+
+from tenure._core.checks import check_page_limit
+from tenure._core.node import Node
+from tenure._core.semaphore import Semaphore, holder_key
+from tenure._core.session import Session
+from tenure._core.state import EngineState
+from tenure._core.values import NO_IDENTITY, ClientIdentity
+from tenure._core.why_report import WhyHolder, WhyLink, WhyReport, WhyRoot, WhyWait, WhyWaiter
+from tenure.errors import InvalidArgumentError
+
+__all__ = ["why"]
+
+
+class _Looks:
+    """What a walk may still look at (the engine's ``why_look_limit``)."""
+
+    __slots__ = ("cut", "left")
+
+    def __init__(self, limit: int) -> None:
+        self.left = limit
+        self.cut = False
+
+    def spend(self, amount: int = 1) -> bool:
+        """Whether ``amount`` more looks are within the limit (spent if so)."""
+        if amount > self.left:
+            self.cut = True
+            return False
+        self.left -= amount
+        return True
+
+
+def why(
+    state: EngineState, node_name: str, name: str, after: int, limit: int, now: float
+) -> WhyReport:
+    """Who blocks ``name`` of ``node_name`` at engine time ``now``: the page of
+    ``limit`` holders and of ``limit`` waiters after the ``after``-th, the chain and
+    the roots (module docstring). NotFoundError for a node or name that does not exist."""
+    node = state.lookup_node(node_name)
+    sem = state.lookup_semaphore(node, name)
+    limit = check_page_limit(limit)
+    if type(after) is not int or after < 0:
+        raise InvalidArgumentError(f"after must be a non-negative position, got {after!r}")
+    looks = _Looks(state.why_look_limit)
+    sessions = state.sessions
+    holders: list[WhyHolder] = []
+    for owner in sem.each_owner():
+        if len(holders) == limit:
+            break
+        session = sessions.get(owner.session_id)
+        ends = owner.ends
+        holders.append(
+            WhyHolder(
+                owner.session_id,
+                *_who(session),
+                owner.count,
+                owner.token,
+                max(0.0, now - owner.since),
+                None if ends is None else max(0.0, ends - now),
+                _waits(node, session, owner.task, looks),
+            )
+        )
+    waiters: list[WhyWaiter] = []
+    for position, waiter in enumerate(sem.waiters.values(), start=1):
+        if len(waiters) == limit:
+            break
+        if position <= after:
+            continue
+        session = sessions.get(waiter.session_id)
+        waited = max(0.0, now - waiter.since)
+        waiters.append(WhyWaiter(waiter.session_id, *_who(session), waiter.count, position, waited))
+    chain, roots = _chain(node, sem, sessions, looks, now, limit)
+    return WhyReport(
+        node.name,
+        sem.name,
+        tuple(holders),
+        tuple(waiters),
+        chain,
+        roots,
+        len(sem.owners),
+        sem.queue_length(),
+        looks.cut,
+    )
+
+
+def _who(session: Session | None) -> tuple[str, ClientIdentity]:
+    """A session's description and identity (none: a hold outliving its session's
+    record, which the engine never keeps: shown blank rather than refused)."""
+    return ("", NO_IDENTITY) if session is None else (session.description, session.identity)
+
+
+def _places(session: Session, task: int) -> list[tuple[str, int]]:
+    """The (name, hold) of each wait of ``session`` its hold of task ``task`` waits with
+    (module docstring): the task's, or, task unknown (0), every one of the session."""
+    if task:
+        return list(session.task_waits(task))
+    return [(name, hold) for name in session.waits for hold in session.waits_on(name)]
+
+
+def _waits(node: Node, session: Session | None, task: int, looks: _Looks) -> tuple[WhyWait, ...]:
+    """What the hold of ``session``'s task ``task`` waits for, each with its place."""
+    if session is None or not session.waits:
+        return ()
+    found: list[WhyWait] = []
+    for name, hold in _places(session, task):
+        if not looks.spend():
+            break
+        sem = node.semaphores[name]
+        place = _position(sem, holder_key(session.session_id, hold), looks)
+        found.append(WhyWait(node.name, name, place))
+    return tuple(found)
+
+
+def _position(sem: Semaphore, key: int, looks: _Looks) -> int:
+    """The place of holder ``key``'s request in ``sem``'s queue (1: next), or 0 when
+    finding it would pass the look limit."""
+    for position, waiting in enumerate(sem.waiters, start=1):
+        if not looks.spend():
+            return 0
+        if waiting == key:
+            return position
+    return 0  # (not queued: never, a task's waits are its semaphores' waiters)
+
+
+def _chain(
+    node: Node,
+    sem: Semaphore,
+    sessions: dict[int, Session],
+    looks: _Looks,
+    now: float,
+    limit: int,
+) -> tuple[tuple[WhyLink, ...], tuple[WhyRoot, ...]]:
+    """Every (name, holder) met from ``sem``'s holders along what they wait for,
+    breadth first (``limit`` at most: more is cut), and the roots among them."""
+    chain: list[WhyLink] = []
+    roots: list[WhyRoot] = []
+    todo = deque([sem])
+    met = {sem.name}
+    while todo:
+        here = todo.popleft()
+        for owner in here.each_owner():
+            if len(chain) == limit:
+                looks.cut = True
+            if looks.cut or not looks.spend():
+                return tuple(chain), tuple(roots)
+            session = sessions.get(owner.session_id)
+            names: list[str] = []
+            if session is not None and session.waits:
+                for name, _ in _places(session, owner.task):
+                    if name not in names:
+                        names.append(name)
+            chain.append(WhyLink(node.name, here.name, owner.session_id, tuple(names)))
+            if not names:
+                description, identity = _who(session)
+                held_for = max(0.0, now - owner.since)
+                roots.append(
+                    WhyRoot(node.name, here.name, owner.session_id, description, identity, held_for)
+                )
+            for name in names:
+                if name not in met:
+                    met.add(name)
+                    todo.append(node.semaphores[name])
+    return tuple(chain), tuple(roots)

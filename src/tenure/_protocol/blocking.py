@@ -1,0 +1,74 @@
+"""Who blocks a name on the wire: WhyName's reply, WhyReport (protocol version 9).
+
+WhyName itself is an engine command (:mod:`tenure._protocol.payload_commands`); its
+reply and the records inside it are here, so that the reply values' module stays
+about the values every lock uses. A server always knows what its holders wait for:
+``waiting_for``, ``chain`` and ``roots`` are nil only in reports a client makes for a
+store that does not (they never travel so from a server).
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+from tenure._core.why_report import WhyHolder, WhyLink, WhyReport, WhyRoot, WhyWait, WhyWaiter
+from tenure._protocol.payload_records import CLIENT_IDENTITY, OPT_FLOAT
+from tenure._protocol.wire import BOOL, FLOAT, STR, UINT, ArrayOf, Optional, Record
+
+__all__ = ["WHY_HOLDER", "WHY_LINK", "WHY_REPORT", "WHY_ROOT", "WHY_WAIT", "WHY_WAITER"]
+
+WHY_WAIT: Final = Record(WhyWait, [("node", STR), ("name", STR), ("position", UINT)])
+WHY_HOLDER: Final = Record(
+    WhyHolder,
+    [
+        ("session_id", UINT),
+        ("description", STR),
+        ("identity", CLIENT_IDENTITY),
+        ("count", UINT),
+        ("token", UINT),
+        ("held_for", OPT_FLOAT),
+        ("max_hold_ends_in", OPT_FLOAT),
+        ("waiting_for", Optional(ArrayOf(WHY_WAIT))),
+    ],
+)
+WHY_WAITER: Final = Record(
+    WhyWaiter,
+    [
+        ("session_id", UINT),
+        ("description", STR),
+        ("identity", CLIENT_IDENTITY),
+        ("count", UINT),
+        ("position", UINT),
+        ("waiting_for", OPT_FLOAT),
+    ],
+)
+WHY_LINK: Final = Record(
+    WhyLink, [("node", STR), ("name", STR), ("session_id", UINT), ("waits_on", ArrayOf(STR))]
+)
+WHY_ROOT: Final = Record(
+    WhyRoot,
+    [
+        ("node", STR),
+        ("name", STR),
+        ("session_id", UINT),
+        ("description", STR),
+        ("identity", CLIENT_IDENTITY),
+        ("held_for", FLOAT),
+    ],
+)
+#: WhyName's reply (a reply value: tag 13).
+WHY_REPORT: Final = Record(
+    WhyReport,
+    [
+        ("node", STR),
+        ("name", STR),
+        ("holders", ArrayOf(WHY_HOLDER)),
+        ("waiters", ArrayOf(WHY_WAITER)),
+        ("chain", Optional(ArrayOf(WHY_LINK))),
+        ("roots", Optional(ArrayOf(WHY_ROOT))),
+        ("holders_total", UINT),
+        ("waiters_total", UINT),
+        ("cut", BOOL),
+    ],
+    tag=13,
+)
