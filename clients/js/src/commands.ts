@@ -114,6 +114,8 @@ export const commands = {
   killSession: (node: string, sessionId: number): WireCommand => [16, node, sessionId],
   listSessions: (node: string, after: number, limit: number): WireCommand => [17, node, after, limit],
   listSemaphores: (node: string, prefix: string, after: string, limit: number): WireCommand => [29, node, prefix, after, limit],
+  /** WhyName (protocol version 9): who blocks `name` of `node`, a page of `limit` holders and of waiters after the `after`-th. */
+  why: (node: string, name: string, after: number, limit: number): WireCommand => [8, node, name, after, limit],
   createSemaphore: (sessionId: number, name: string, limit: bigint, data: Uint8Array): WireCommand => [
     20,
     sessionId,

@@ -26,6 +26,7 @@ step of the engine's loop however many waiters are queued.
 from __future__ import annotations
 
 from collections import deque
+from itertools import islice
 
 from tenure._core.checks import check_page_limit
 from tenure._core.node import Node
@@ -70,6 +71,9 @@ def why(
         raise InvalidArgumentError(f"after must be a non-negative position, got {after!r}")
     looks = _Looks(state.why_look_limit)
     sessions = state.sessions
+    # The chain first: what blocks matters more than a place in a queue, which is
+    # what a long queue makes costly.
+    chain, roots = _chain(node, sem, sessions, looks, now, limit)
     holders: list[WhyHolder] = []
     for owner in sem.each_owner():
         if len(holders) == limit:
@@ -88,15 +92,13 @@ def why(
             )
         )
     waiters: list[WhyWaiter] = []
-    for position, waiter in enumerate(sem.waiters.values(), start=1):
-        if len(waiters) == limit:
-            break
-        if position <= after:
-            continue
+    # (islice skips the first ``after`` in C: a page deep in a long queue stays cheap)
+    for position, waiter in enumerate(
+        islice(sem.waiters.values(), after, after + limit), after + 1
+    ):
         session = sessions.get(waiter.session_id)
         waited = max(0.0, now - waiter.since)
         waiters.append(WhyWaiter(waiter.session_id, *_who(session), waiter.count, position, waited))
-    chain, roots = _chain(node, sem, sessions, looks, now, limit)
     return WhyReport(
         node.name,
         sem.name,
@@ -140,13 +142,18 @@ def _waits(node: Node, session: Session | None, task: int, looks: _Looks) -> tup
 
 def _position(sem: Semaphore, key: int, looks: _Looks) -> int:
     """The place of holder ``key``'s request in ``sem``'s queue (1: next), or 0 when
-    finding it would pass the look limit."""
-    for position, waiting in enumerate(sem.waiters, start=1):
-        if not looks.spend():
-            return 0
-        if waiting == key:
-            return position
-    return 0  # (not queued: never, a task's waits are its semaphores' waiters)
+    finding it would pass the look limit (each place before it is a look)."""
+    queue = sem.waiters
+    if key not in queue:
+        return 0  # (never: a task's waits are its semaphores' waiters)
+    ahead = list(islice(queue, min(looks.left, len(queue))))  # (in C: no loop of ours)
+    try:
+        position = ahead.index(key) + 1
+    except ValueError:
+        looks.spend(looks.left + 1)  # (past the limit: said cut)
+        return 0
+    looks.spend(position)
+    return position
 
 
 def _chain(

@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from tenure._core.commands.base import Command
+from tenure._core.limits import WHY_PAGE
 from tenure._core.values import (
     SemaphoreSummary,
     SessionSummary,
@@ -73,4 +74,4 @@ class WhyName(Command[WhyReport]):
     node: str
     name: str
     after: int = 0
-    limit: int = 1000
+    limit: int = WHY_PAGE
