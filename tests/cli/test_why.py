@@ -78,6 +78,7 @@ async def test_why_names_the_root_of_a_chain_of_three(url: str, node: str) -> No
         (holder,) = report["holders"]
         assert (holder["session_id"], holder["description"]) == (ids["api"], "api")
         assert holder["client"]["name"] == "svc"
+        assert holder["address"] == "127.0.0.1"  # (where the server sees its connection)
         assert holder["waiting_for"] == [{"node": node, "name": "B", "position": 1}]
         assert holder["held_for"] >= 0
         assert holder["max_hold_ends_in"] is None

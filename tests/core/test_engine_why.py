@@ -52,6 +52,7 @@ def test_a_chain_of_three_names_the_root_and_every_link() -> None:
     assert (report.node, report.name) == (NODE, "A")
     (holder,) = report.holders
     assert (holder.session_id, holder.description, holder.identity.pid) == (a, "job-a", 42)
+    assert holder.address == ""  # (the engine knows no connection: the server says)
     assert holder.held_for == pytest.approx(6.0)
     assert holder.max_hold_ends_in is None
     assert [(x.node, x.name, x.position) for x in holder.waiting_for] == [(NODE, "B", 1)]

@@ -112,10 +112,13 @@ def why(
     )
 
 
-def _who(session: Session | None) -> tuple[str, ClientIdentity]:
+def _who(session: Session | None) -> tuple[str, ClientIdentity, str]:
     """A session's description and identity (none: a hold outliving its session's
-    record, which the engine never keeps: shown blank rather than refused)."""
-    return ("", NO_IDENTITY) if session is None else (session.description, session.identity)
+    record, which the engine never keeps: shown blank rather than refused), and its
+    address: "" (the engine knows no connection; the server fills it in)."""
+    if session is None:
+        return "", NO_IDENTITY, ""
+    return session.description, session.identity, ""
 
 
 def _places(session: Session, task: int) -> list[tuple[str, int]]:
@@ -185,10 +188,9 @@ def _chain(
                         names.append(name)
             chain.append(WhyLink(node.name, here.name, owner.session_id, tuple(names)))
             if not names:
-                description, identity = _who(session)
                 held_for = max(0.0, now - owner.since)
                 roots.append(
-                    WhyRoot(node.name, here.name, owner.session_id, description, identity, held_for)
+                    WhyRoot(node.name, here.name, owner.session_id, *_who(session), held_for)
                 )
             for name in names:
                 if name not in met:

@@ -26,7 +26,9 @@ class WhyWait:
 
 @dataclass(frozen=True, slots=True)
 class WhyHolder:
-    """One hold of the name: its session, the tokens, the fencing token, how long it
+    """One hold of the name: its session, its client's ``address`` (where the server
+    sees its connection; "" where nothing connects it: detached, in-process, or a store
+    that does not say), the tokens, the fencing token, how long it
     has been held (seconds; None where the store keeps no time of grant), in how long
     its ``max_hold`` ends it (None: no bound, or a store that does not say), and
     what its holder waits for (:class:`WhyWait`, in the order they began; None where
@@ -35,6 +37,7 @@ class WhyHolder:
     session_id: int
     description: str
     identity: ClientIdentity
+    address: str
     count: int
     token: int
     held_for: float | None
@@ -44,13 +47,15 @@ class WhyHolder:
 
 @dataclass(frozen=True, slots=True)
 class WhyWaiter:
-    """One queued request of the name, at ``position`` (1: next), asking ``count``
+    """One queued request of the name (its session's ``address`` as a holder's), at
+    ``position`` (1: next), asking ``count``
     tokens, waiting for ``waiting_for`` seconds so far (None where the store keeps no
     time of arrival)."""
 
     session_id: int
     description: str
     identity: ClientIdentity
+    address: str
     count: int
     position: int
     waiting_for: float | None
@@ -69,13 +74,15 @@ class WhyLink:
 
 @dataclass(frozen=True, slots=True)
 class WhyRoot:
-    """A holder the chain met that waits for nothing: what everyone behind waits on."""
+    """A holder the chain met that waits for nothing: what everyone behind waits on
+    (its session's ``address`` as a holder's)."""
 
     node: str
     name: str
     session_id: int
     description: str
     identity: ClientIdentity
+    address: str
     held_for: float
 
 

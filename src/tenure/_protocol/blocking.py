@@ -24,6 +24,7 @@ WHY_HOLDER: Final = Record(
         ("session_id", UINT),
         ("description", STR),
         ("identity", CLIENT_IDENTITY),
+        ("address", STR),
         ("count", UINT),
         ("token", UINT),
         ("held_for", OPT_FLOAT),
@@ -37,6 +38,7 @@ WHY_WAITER: Final = Record(
         ("session_id", UINT),
         ("description", STR),
         ("identity", CLIENT_IDENTITY),
+        ("address", STR),
         ("count", UINT),
         ("position", UINT),
         ("waiting_for", OPT_FLOAT),
@@ -53,6 +55,7 @@ WHY_ROOT: Final = Record(
         ("session_id", UINT),
         ("description", STR),
         ("identity", CLIENT_IDENTITY),
+        ("address", STR),
         ("held_for", FLOAT),
     ],
 )

@@ -1,8 +1,9 @@
 """``tenure why NODE NAME``: who blocks a name, its holders and waiters, the chain to its roots.
 
 The JSON (``--json``) is the report (:class:`tenure.WhyReport`) with the client's
-identity spelled out: each holder's and root's ``client`` ``{host, pid, name}`` and
-``address``, the host its client runs on as the client named it. What the store does
+identity spelled out: each holder's, waiter's and root's ``client`` ``{host, pid,
+name}``, and ``address``, where the server sees its connection (``null``: detached,
+or a store that does not say). What the store does
 not know (Capability.WAIT_CHAINS: ``etcd://``, ``redis://``, ``postgres://``) is
 left out: a holder's ``waiting_for``, the ``chain`` and the ``roots``; a time it keeps
 none of is ``null``.
@@ -12,7 +13,7 @@ from __future__ import annotations
 
 import click
 
-from tenure._core.values import MAX_PAGE, WHY_PAGE, ClientIdentity
+from tenure._core.values import MAX_PAGE, WHY_PAGE
 from tenure._core.why_report import WhyHolder, WhyLink, WhyReport, WhyRoot, WhyWait, WhyWaiter
 from tenure.cli import _render
 from tenure.cli._common import connect, json_option, print_json, run, url_option
@@ -82,7 +83,7 @@ def _holder_json(holder: WhyHolder) -> dict[str, object]:
     document: dict[str, object] = {
         "session_id": holder.session_id,
         "description": holder.description,
-        "address": holder.identity.host,
+        "address": holder.address or None,
         "client": _render.identity_json(holder.identity),
         "count": holder.count,
         "token": holder.token,
@@ -102,7 +103,7 @@ def _waiter_json(waiter: WhyWaiter) -> dict[str, object]:
     return {
         "session_id": waiter.session_id,
         "description": waiter.description,
-        "address": waiter.identity.host,
+        "address": waiter.address or None,
         "client": _render.identity_json(waiter.identity),
         "count": waiter.count,
         "position": waiter.position,
@@ -125,7 +126,7 @@ def _root_json(root: WhyRoot) -> dict[str, object]:
         "name": root.name,
         "session_id": root.session_id,
         "description": root.description,
-        "address": root.identity.host,
+        "address": root.address or None,
         "client": _render.identity_json(root.identity),
         "held_for": root.held_for,
     }
@@ -149,11 +150,11 @@ def report_lines(report: WhyReport) -> list[str]:
         if holder.max_hold_ends_in is not None:
             bound = f", max_hold ends in {_render.duration_text(holder.max_hold_ends_in)}"
         lines.append(
-            f"  held by {_who(holder.session_id, holder.description, holder.identity)} "
+            f"  held by {_who(holder)} "
             f"token {holder.token} for {_render.duration_text(holder.held_for)}{bound}{waits}"
         )
     for waiter in report.waiters:
-        who = _who(waiter.session_id, waiter.description, waiter.identity)
+        who = _who(waiter)
         lines.append(
             f"  #{waiter.position} {who} waiting {_render.duration_text(waiter.waiting_for)}"
         )
@@ -165,7 +166,7 @@ def report_lines(report: WhyReport) -> list[str]:
             held = f"{safe(link.name)} held by session {link.session_id}"
             lines.append(f"chain: {held}, waits on {waits}")
         for root in report.roots or ():
-            who = _who(root.session_id, root.description, root.identity)
+            who = _who(root)
             lines.append(
                 f"root: {safe(root.name)} held by {who} for {_render.duration_text(root.held_for)}"
             )
@@ -174,7 +175,8 @@ def report_lines(report: WhyReport) -> list[str]:
     return lines
 
 
-def _who(session_id: int, description: str, identity: ClientIdentity) -> str:
-    """``session 7 "job-a" (svc@host:42)``."""
-    shown = f' "{_render.safe(description)}"' if description else ""
-    return f"session {session_id}{shown} ({_render.identity_text(identity)})"
+def _who(who: WhyHolder | WhyWaiter | WhyRoot) -> str:
+    """``session 7 "job-a" (svc@host:42 from 10.0.0.7)``."""
+    shown = f' "{_render.safe(who.description)}"' if who.description else ""
+    where = f" from {_render.safe(who.address)}" if who.address else ""
+    return f"session {who.session_id}{shown} ({_render.identity_text(who.identity)}{where})"

@@ -6,8 +6,9 @@ A store that knows what each holder waits for (:attr:`Capability.WAIT_CHAINS`:
 that wait across names, and its roots. Elsewhere (``etcd://``, ``redis://``,
 ``postgres://``, a third party's store) the answer is made here from a describe of the
 name, which the client makes in a session of its own, closed at once
-(:data:`DESCRIPTION`): the holders and the waiters, each one's age by the store's
-``since`` against this machine's clock (None where the store keeps none), and
+(:data:`DESCRIPTION`): the holders and the waiters (no ``address``: ""), each one's
+age by the store's ``since`` against this machine's clock (None where the store keeps
+none), and
 ``waiting_for``, ``chain`` and ``roots`` None (not known: the capability says so). The
 page is the same either way: ``limit`` holders, ``limit`` waiters after the
 ``after``-th.
@@ -55,6 +56,7 @@ async def why(
             owner.session_id,
             owner.description,
             owner.identity,
+            "",
             owner.count,
             owner.token,
             _age(owner.since, now),
@@ -68,6 +70,7 @@ async def why(
             waiter.session_id,
             waiter.description,
             waiter.identity,
+            "",
             waiter.count,
             position,
             _age(waiter.since, now),

@@ -32,6 +32,7 @@ from tenure._core import (
     NodePage,
     ResumeSession,
     SessionInfo,
+    WhyName,
 )
 from tenure._core.engine import DEFAULT_STEP_BUDGET
 from tenure._core.handlers.listing import visible_node_slice
@@ -67,6 +68,7 @@ from tenure.server._net.audit_acts import ADMIN_ACTS, act_of, what_of
 from tenure.server._net.auth import Token
 from tenure.server._net.gate import Conn, Gate
 from tenure.server._net.outbox import Outboxes
+from tenure.server._net.why_addresses import with_addresses
 from tenure.server._observe import Auditor, ServerObserver
 from tenure.server._session_table import SessionTable
 from tenure.server.plug import Face
@@ -299,6 +301,8 @@ class NativeFace:
             self.table.detach(command.session_id)
         elif isinstance(command, CloseSession):
             self.table.forget(command.session_id)
+        elif kind is WhyName:  # (who connects each session: this face's table alone knows)
+            value = with_addresses(value, self.table.owner)  # type: ignore[arg-type]
         self.out.emit(conn, Reply(rid, value))  # type: ignore[arg-type]
         if self.observer is not None:
             self.observer.request(command, None)
