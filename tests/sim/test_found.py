@@ -44,6 +44,20 @@
    end is recorded as the offer is made (and a ``max_hold`` asked), and
    :func:`~tenure.testing.workload.close_holds` drops it only where the release was
    answered ``ok`` or ``fail`` (tests/faults/test_lin_events.py holds the rule).
+6. **A connection lost as it was set up left the client with none, for good**
+   (``scripts/sim --target cluster --seed 43057 --minutes 0.5 --clients 4``; the
+   100,000 seeds' run), found twice in one seed. On the compiled build: ``_set_up``
+   assigns ``last_error = None`` and then, if the connection was lost at once, reads
+   it for the error's words; mypy keeps it narrowed to None across
+   ``protocol.start``, which may set it, and the compiled build checked that read
+   (TypeError: "None object expected; got DisconnectedError"), ending the
+   reconnection task, as in 2. with ``_conn`` (fixed: the read is a call of its own,
+   ``Link._lost_why``). Its shrunk witness (``--clients 1`` and the faults below)
+   broke on either build: a leader stepped down while the client re-attached its
+   sessions there, and ``_set_up`` returned as if it had connected, which ended the
+   reconnection task (``lost`` starts none while one runs): ``no-progress``, the
+   client never connected again (fixed: a connection lost during its set-up fails
+   that attempt, and the reconnection goes on).
 """
 
 from __future__ import annotations
@@ -158,3 +172,16 @@ def test_the_cluster_seed_of_a_client_killed_after_an_adoption_holds() -> None:
     result = run_seed(SimOptions(38728, target="cluster", minutes=0.5, clients=4))
     assert result.ok, result.verdicts.violations
     assert result.faults["crash-client"] >= 1  # (the fault that found it)
+
+
+def test_the_cluster_seeds_of_a_connection_lost_as_it_was_set_up_hold() -> None:
+    """6. (module docstring): the seed (which broke on the compiled build) and its
+    shrunk witness, one client (which broke on either)."""
+    result = run_seed(SimOptions(43057, target="cluster", minutes=0.5, clients=4))
+    assert result.ok, result.verdicts.violations
+    faults = "cut,reset,crash,pause-server,pause-client,crash-client,cut-etcd,slow-etcd,etcd"
+    options = SimOptions(
+        43057, target="cluster", minutes=0.5, clients=1, faults=tuple(faults.split(","))
+    )
+    result = run_seed(options)
+    assert result.ok, result.verdicts.violations
