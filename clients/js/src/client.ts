@@ -9,9 +9,11 @@ import {
   readNodePage,
   readSemaphorePage,
   readSessionPage,
+  readWhyReport,
   type NodeDescription,
   type SemaphoreSummary,
   type SessionSummary,
+  type WhyReport,
 } from "./replies.js";
 import { Link } from "./link.js";
 import { releaseClaim } from "./claim.js";
@@ -35,6 +37,33 @@ export interface ConnectOptions {
    * and grants it later): `lock()` and `acquire()` wait as long as they are told to.
    */
   readonly requestTimeout?: number;
+}
+
+/** The page `client.why` gives unless told (Python's `WHY_PAGE`). */
+export const WHY_PAGE = 100;
+/** The largest page `client.why` asks for (Python's `MAX_PAGE`: the server refuses more). */
+export const MAX_WHY_PAGE = 10_000;
+
+/** What `client.why` takes besides the node and the name. */
+export interface WhyOptions {
+  /** Leave out the first `after` waiters (0, the default: from the first). */
+  readonly after?: number;
+  /** At most this many holders, waiters and chain links: 1 to 10 000 (default `WHY_PAGE`, 100). */
+  readonly limit?: number;
+}
+
+/** The longest node or semaphore name, in UTF-8 bytes (Python's `MAX_NAME_BYTES`). */
+const MAX_NAME_BYTES = 1024;
+
+/** Refuse what Python's `check_name` refuses: not a non-empty string, too long, a control character or a lone surrogate. */
+function checkName(kind: string, name: unknown): void {
+  if (typeof name !== "string" || name === "") {
+    throw new InvalidArgumentError(`${kind} name must be a non-empty string, got ${JSON.stringify(name) ?? String(name)}`);
+  }
+  if (Buffer.byteLength(name, "utf8") > MAX_NAME_BYTES) throw new InvalidArgumentError(`${kind} name is longer than ${MAX_NAME_BYTES} bytes`);
+  if (/[\p{Cc}\p{Cs}]/u.test(name)) {
+    throw new InvalidArgumentError(`${kind} name must not contain control characters or surrogates: ${JSON.stringify(name)}`);
+  }
 }
 
 /** One server of a sharded client (or the only service): its doors as written, its link. */
@@ -68,7 +97,7 @@ export class Client implements AsyncDisposable {
     return best.link;
   }
 
-  /** The protocol version spoken (7, or less to an older server). */
+  /** The protocol version spoken (9, or less to an older server). */
   get protocolVersion(): number {
     return Math.min(...this.shards.map((shard) => shard.link.protocolVersion));
   }
@@ -133,6 +162,38 @@ export class Client implements AsyncDisposable {
   /** End the live session `sessionId` of `node` as if its window had passed (an operator's act). */
   async killSession(node: string, sessionId: number): Promise<void> {
     readNil(await this.linkFor(node).request(commands.killSession(node, sessionId)), "KillSession");
+  }
+
+  /**
+   * Who blocks semaphore `name` of `node` (WhyName, protocol version 9): its holders
+   * (in grant order) and its waiters (in the order they will be served, the first
+   * `after` left out), `limit` of each; what each holder waits for, and the chain of
+   * holders that wait, from the name to its roots: the holders that wait for nothing,
+   * whom everyone behind waits on. Durations in ms. This client numbers no tasks, so a
+   * hold of its sessions waits with every request its session has queued.
+   *
+   * An `InvalidArgumentError` for a node or name that cannot be one (empty, over
+   * 1024 bytes, a control character), a `limit` outside [1, 10 000] or an `after`
+   * that is not a whole number 0 or more (before anything is sent); a
+   * `NotFoundError` for no such node or semaphore; an `UnsupportedError` from a
+   * server older than protocol version 9 (never sent).
+   */
+  async why(node: string, name: string, options: WhyOptions = {}): Promise<WhyReport> {
+    const { after = 0, limit = WHY_PAGE } = options;
+    checkName("node", node);
+    checkName("semaphore", name);
+    if (!Number.isInteger(limit) || limit < 1 || limit > MAX_WHY_PAGE) {
+      throw new InvalidArgumentError(`limit must be an integer in [1, ${MAX_WHY_PAGE}], got ${String(limit)}`);
+    }
+    if (!Number.isSafeInteger(after) || after < 0) {
+      throw new InvalidArgumentError(`after must be a non-negative position, got ${String(after)}`);
+    }
+    const link = this.linkFor(node);
+    await link.open();
+    if (link.protocolVersion < 9) {
+      throw new UnsupportedError(`why needs protocol version 9; this server speaks ${link.protocolVersion}`);
+    }
+    return readWhyReport(await link.request(commands.why(node, name, after, limit)));
   }
 
   /** Drop the node; with `force`, even with live sessions (which end). */

@@ -1,5 +1,5 @@
 /**
- * tenure-client: a TypeScript client of tenure's native protocol (version 7).
+ * tenure-client: a TypeScript client of tenure's native protocol (version 9).
  *
  * ```ts
  * import { connect } from "tenure-client";
@@ -9,7 +9,7 @@
  * await doWork(lock.token, lock.signal);
  * ```
  */
-export { Client, connect, type ConnectOptions } from "./client.js";
+export { Client, MAX_WHY_PAGE, WHY_PAGE, connect, type ConnectOptions, type WhyOptions } from "./client.js";
 export { Session, type SessionOptions } from "./session.js";
 export { MAX_HOLD } from "./session_state.js";
 export { parseTicket } from "./ticket.js";
@@ -28,6 +28,12 @@ export {
   type SemaphoreSummary,
   type SessionSummary,
   type WaiterInfo,
+  type WhyHolder,
+  type WhyLink,
+  type WhyReport,
+  type WhyRoot,
+  type WhyWait,
+  type WhyWaiter,
 } from "./replies.js";
 export { MAX_COUNT } from "./wire.js";
 export { PROTOCOL_VERSION } from "./codec.js";

@@ -304,3 +304,163 @@ export function readSessionPage(value: unknown): SessionSummary[] {
     };
   });
 }
+
+/** A request a holder has queued (WhyWait): on `name` of `node`, at `position` in its queue (1: next; 0: not counted, past the server's look limit). */
+export interface WhyWait {
+  readonly node: string;
+  readonly name: string;
+  readonly position: number;
+}
+/** One hold of the name (WhyHolder); durations in ms. */
+export interface WhyHolder {
+  readonly sessionId: number;
+  readonly description: string;
+  readonly identity: ClientIdentity;
+  /** Where the server sees the session's connection from (`""`: detached). */
+  readonly address: string;
+  /** The tokens held. */
+  readonly count: bigint;
+  /** The hold's fencing token. */
+  readonly token: bigint;
+  /** How long it has been held, ms (null: not known). */
+  readonly heldFor: number | null;
+  /** In how long the node's `maxHold` ends it, ms (null: no bound). */
+  readonly maxHoldEndsIn: number | null;
+  /** What its holder waits for, in the order those waits began (null: not known). */
+  readonly waitingFor: readonly WhyWait[] | null;
+}
+/** One queued request of the name (WhyWaiter), at `position` (1: next). */
+export interface WhyWaiter {
+  readonly sessionId: number;
+  readonly description: string;
+  readonly identity: ClientIdentity;
+  /** Where the server sees the session's connection from (`""`: detached, or a server that does not say). */
+  readonly address: string;
+  /** The tokens asked. */
+  readonly count: bigint;
+  readonly position: number;
+  /** How long it has waited so far, ms (null: not known). */
+  readonly waitingFor: number | null;
+}
+/** A (name, holder) the chain met (WhyLink): `sessionId` holds `name` and waits for `waitsOn` (names of the same node; empty: a root). */
+export interface WhyLink {
+  readonly node: string;
+  readonly name: string;
+  readonly sessionId: number;
+  readonly waitsOn: readonly string[];
+}
+/** A holder the chain met that waits for nothing (WhyRoot): what everyone behind waits on. */
+export interface WhyRoot {
+  readonly node: string;
+  readonly name: string;
+  readonly sessionId: number;
+  readonly description: string;
+  readonly identity: ClientIdentity;
+  /** Where the server sees the session's connection from (`""`: detached, or a server that does not say). */
+  readonly address: string;
+  /** How long it has been held, ms. */
+  readonly heldFor: number;
+}
+/**
+ * Who blocks `name` of `node` (WhyReport, protocol version 9). `holders` (in grant
+ * order) and `waiters` (in the order they will be served) are a page;
+ * `holdersTotal` and `waitersTotal` say how many there are. `chain`: every (name,
+ * holder) met from the name's holders along what they wait for, breadth first;
+ * `roots`: those that wait for nothing (none in a cycle); null where not known.
+ * `cut`: the server's walk stopped at its look limit (the chain, the roots and the
+ * positions may be incomplete).
+ */
+export interface WhyReport {
+  readonly node: string;
+  readonly name: string;
+  readonly holders: readonly WhyHolder[];
+  readonly waiters: readonly WhyWaiter[];
+  readonly chain: readonly WhyLink[] | null;
+  readonly roots: readonly WhyRoot[] | null;
+  readonly holdersTotal: number;
+  readonly waitersTotal: number;
+  readonly cut: boolean;
+}
+
+/** Seconds on the wire (or nil) as milliseconds (or null). */
+const msOrNull = (value: unknown, field: string): number | null => {
+  const read = optional(value, field, float);
+  return read === null ? null : read * 1000;
+};
+
+/** Read a WhyReport reply (WhyName's; docs/protocol.md, section 7). */
+export function readWhyReport(value: unknown): WhyReport {
+  const v = tagged(value, "WhyReport", 13, 9);
+  const holders = array(v[2], "WhyReport.holders").map((item, i): WhyHolder => {
+    const f = `WhyReport.holders[${i}]`;
+    const h = array(item, f, 9, 9);
+    return {
+      sessionId: uint(h[0], `${f}.session_id`),
+      description: str(h[1], `${f}.description`),
+      identity: readIdentity(h[2], `${f}.identity`),
+      address: str(h[3], `${f}.address`),
+      count: u64(h[4], `${f}.count`),
+      token: u64(h[5], `${f}.token`),
+      heldFor: msOrNull(h[6], `${f}.held_for`),
+      maxHoldEndsIn: msOrNull(h[7], `${f}.max_hold_ends_in`),
+      waitingFor: optional(h[8], `${f}.waiting_for`, (waits, field) =>
+        array(waits, field).map((wait, j): WhyWait => {
+          const g = `${field}[${j}]`;
+          const w = array(wait, g, 3, 3);
+          return { node: str(w[0], `${g}.node`), name: str(w[1], `${g}.name`), position: uint(w[2], `${g}.position`) };
+        }),
+      ),
+    };
+  });
+  const waiters = array(v[3], "WhyReport.waiters").map((item, i): WhyWaiter => {
+    const f = `WhyReport.waiters[${i}]`;
+    const w = array(item, f, 7, 7);
+    return {
+      sessionId: uint(w[0], `${f}.session_id`),
+      description: str(w[1], `${f}.description`),
+      identity: readIdentity(w[2], `${f}.identity`),
+      address: str(w[3], `${f}.address`),
+      count: u64(w[4], `${f}.count`),
+      position: uint(w[5], `${f}.position`),
+      waitingFor: msOrNull(w[6], `${f}.waiting_for`),
+    };
+  });
+  const chain = optional(v[4], "WhyReport.chain", (links, field) =>
+    array(links, field).map((item, i): WhyLink => {
+      const f = `${field}[${i}]`;
+      const l = array(item, f, 4, 4);
+      return {
+        node: str(l[0], `${f}.node`),
+        name: str(l[1], `${f}.name`),
+        sessionId: uint(l[2], `${f}.session_id`),
+        waitsOn: array(l[3], `${f}.waits_on`).map((name, j) => str(name, `${f}.waits_on[${j}]`)),
+      };
+    }),
+  );
+  const roots = optional(v[5], "WhyReport.roots", (found, field) =>
+    array(found, field).map((item, i): WhyRoot => {
+      const f = `${field}[${i}]`;
+      const r = array(item, f, 7, 7);
+      return {
+        node: str(r[0], `${f}.node`),
+        name: str(r[1], `${f}.name`),
+        sessionId: uint(r[2], `${f}.session_id`),
+        description: str(r[3], `${f}.description`),
+        identity: readIdentity(r[4], `${f}.identity`),
+        address: str(r[5], `${f}.address`),
+        heldFor: float(r[6], `${f}.held_for`) * 1000,
+      };
+    }),
+  );
+  return {
+    node: str(v[0], "WhyReport.node"),
+    name: str(v[1], "WhyReport.name"),
+    holders,
+    waiters,
+    chain,
+    roots,
+    holdersTotal: uint(v[6], "WhyReport.holders_total"),
+    waitersTotal: uint(v[7], "WhyReport.waiters_total"),
+    cut: bool(v[8], "WhyReport.cut"),
+  };
+}

@@ -4,7 +4,7 @@ import assert from "node:assert/strict";
 import { Encoder } from "@msgpack/msgpack";
 import { FrameReader, decodeServerMessage, encodeHello, encodeRequest } from "../src/codec.js";
 import { commands } from "../src/commands.js";
-import { readAcquireResult } from "../src/replies.js";
+import { readAcquireResult, readWhyReport } from "../src/replies.js";
 import {
   AlreadyExistsError,
   ErrorCode,
@@ -57,6 +57,80 @@ test("a Welcome of version 2 (no role, no leader) reads with their defaults", ()
     { ...welcome },
     { type: "welcome", version: 2, serverName: "srv", instanceId: new Uint8Array([1, 2]), maxFrameSize: 1 << 20, idleTimeout: 15, role: "", leader: null, deadlockDetection: true },
   );
+});
+
+test("WhyName and WhyReport are byte for byte Python's codec's (protocol version 9)", () => {
+  // tenure._protocol: encode_frame(encode_message(Request(1, WhyName("n", "A", 0, 100))))
+  assert.equal(hex(encodeRequest(1, commands.why("n", "A", 0, 100), 1 << 20)), "0000000b9302019508a16ea1410064");
+  const reply = (text: string): unknown => {
+    const message = decodeServerMessage(Buffer.from(text, "hex"));
+    assert.equal(message.type, "reply");
+    return message.type === "reply" ? message.value : null;
+  };
+  const identity = { host: "h", pid: 42, name: "app" };
+  const expected = (addresses: [string, string, string]): unknown => ({
+    node: "n",
+    name: "A",
+    holders: [
+      {
+        sessionId: 3,
+        description: "job a",
+        identity,
+        address: addresses[0],
+        count: 1n,
+        token: MAX_COUNT,
+        heldFor: 1500,
+        maxHoldEndsIn: null,
+        waitingFor: [{ node: "n", name: "B", position: 1 }],
+      },
+    ],
+    waiters: [{ sessionId: 5, description: "", identity, address: addresses[1], count: 2n, position: 1, waitingFor: 250 }],
+    chain: [
+      { node: "n", name: "A", sessionId: 3, waitsOn: ["B"] },
+      { node: "n", name: "B", sessionId: 4, waitsOn: [] },
+    ],
+    roots: [{ node: "n", name: "B", sessionId: 4, description: "job b", identity, address: addresses[2], heldFor: 2000 }],
+    holdersTotal: 1,
+    waitersTotal: 3,
+    cut: true,
+  });
+  // encode_message(Reply(9, WhyReport("n", "A", (WhyHolder(3, "job a", ident := ClientIdentity("h", 42, "app"),
+  // "10.0.0.7:51234", 1, 2**64 - 1, 1.5, None, (WhyWait("n", "B", 1),)),), (WhyWaiter(5, "", ident, "", 2, 1, 0.25),),
+  // (WhyLink("n", "A", 3, ("B",)), WhyLink("n", "B", 4, ())), (WhyRoot("n", "B", 4, "job b", ident, "[::1]:4000", 2.0),),
+  // 1, 3, True)))
+  const withAddress = reply(
+    "930d099a0da16ea141919903a56a6f62206193a1682aa3617070ae31302e302e302e373a353132333401cfffffffffffffffffcb3ff8000000000000c09193a16ea14201919705a093a1682aa3617070a00201cb3fd00000000000009294a16ea1410391a14294a16ea14204909197a16ea14204a56a6f62206293a1682aa3617070aa5b3a3a315d3a34303030cb40000000000000000103c3",
+  );
+  assert.deepEqual(readWhyReport(withAddress), expected(["10.0.0.7:51234", "", "[::1]:4000"]));
+  // Reply(2, WhyReport("n", "A", (WhyHolder(3, "", NO_IDENTITY, "", 1, 7, None, 30.0, None),), (), None, None, 1, 0)):
+  // nil (not known) reads as null; durations are ms.
+  const report = readWhyReport(reply("930d029a0da16ea141919903a093a000a0a00107c0cb403e000000000000c090c0c00100c2"));
+  assert.deepEqual([report.chain, report.roots, report.waiters, report.cut], [null, null, [], false]);
+  assert.deepEqual(report.holders[0], {
+    sessionId: 3,
+    description: "",
+    identity: { host: "", pid: 0, name: "" },
+    address: "",
+    count: 1n,
+    token: 7n,
+    heldFor: null,
+    maxHoldEndsIn: 30_000,
+    waitingFor: null,
+  });
+  // What does not fit its layout is a ProtocolError naming the field.
+  const base = [13, "n", "A", [], [], [], [], 0, 0, false];
+  const cases: [unknown, RegExp][] = [
+    [[12, ...base.slice(1)], /WhyReport tag: expected 13/],
+    [base.slice(0, 9), /WhyReport: expected an array of 10 elements/],
+    [[13, "n", "A", [[3, "", ["h", 1, "a"], 1, 7, null, null, []]], [], [], [], 1, 0, false], /WhyReport.holders\[0\]: expected an array of 9 elements/],
+    [[13, "n", "A", [[3, "", ["h", 1, "a"], 9, 1, 7, null, null, []]], [], [], [], 1, 0, false], /WhyReport.holders\[0\].address: expected str/],
+    [[13, "n", "A", [[3, "", ["h", 1, "a"], "", 1, 7, null, null, [["n", "B", -1]]]], [], [], [], 1, 0, false], /WhyReport.holders\[0\].waiting_for\[0\].position: expected uint/],
+    [[13, "n", "A", [], [], [["n", "A", 3, [1]]], [], 0, 0, false], /WhyReport.chain\[0\].waits_on\[0\]: expected str/],
+    [[13, "n", "A", [], [], [], [["n", "A", 3, "", ["h", 1, "a"], null]], 0, 0, false], /WhyReport.roots\[0\]: expected an array of 7 elements/],
+    [[13, "n", "A", [], [], [], [["n", "A", 3, "", ["h", 1, "a"], "", null]], 0, 0, false], /WhyReport.roots\[0\].held_for: expected float/],
+    [[...base.slice(0, 9), 1], /WhyReport.cut: expected bool/],
+  ];
+  for (const [value, why] of cases) assert.throws(() => readWhyReport(value), (e: unknown) => e instanceof ProtocolError && why.test(e.message), String(why));
 });
 
 test("what the protocol forbids is a ProtocolError naming it", () => {
