@@ -3,6 +3,8 @@ each holder waits for, the chain to the roots, the page and the look limit."""
 
 from __future__ import annotations
 
+from typing import TypeVar
+
 import pytest
 
 from tenure._core import MAX_COUNT, Engine, WhyName
@@ -13,12 +15,20 @@ from tenure.errors import InvalidArgumentError, NotFoundError
 
 from .support import KEY, NODE, acquire, create_semaphore, make_engine, open_session
 
+T = TypeVar("T")
+
 
 def lock(
     engine: Engine, sid: int, name: str, *, task: int = 0, now: float = 0.0, **kw: object
 ) -> None:
     """A mutex acquire (every token of an ephemeral semaphore) by ``task`` of ``sid``."""
     acquire(engine, sid, name, MAX_COUNT, ephemeral=True, task=task, now=now, **kw)  # type: ignore[arg-type]
+
+
+def known(found: tuple[T, ...] | None) -> tuple[T, ...]:
+    """What the engine always knows (a store that does not says None)."""
+    assert found is not None
+    return found
 
 
 def why(engine: Engine, name: str, now: float, **kw: int) -> WhyReport:
@@ -55,12 +65,12 @@ def test_a_chain_of_three_names_the_root_and_every_link() -> None:
     assert holder.address == ""  # (the engine knows no connection: the server says)
     assert holder.held_for == pytest.approx(6.0)
     assert holder.max_hold_ends_in is None
-    assert [(x.node, x.name, x.position) for x in holder.waiting_for] == [(NODE, "B", 1)]
+    assert [(x.node, x.name, x.position) for x in known(holder.waiting_for)] == [(NODE, "B", 1)]
     assert [(x.session_id, x.position, x.waiting_for) for x in report.waiters] == [(w, 1, 4.0)]
-    assert [(x.name, x.session_id, x.waits_on) for x in report.chain] == [
+    assert [(x.name, x.session_id, x.waits_on) for x in known(report.chain)] == [
         ("A", a, ("B",)), ("B", b, ("C",)), ("C", c, ()),
     ]  # fmt: skip
-    (root,) = report.roots
+    (root,) = known(report.roots)
     assert (root.name, root.session_id, root.description) == ("C", c, "job-c")
     assert root.held_for == pytest.approx(9.0)
     assert (report.holders_total, report.waiters_total, report.cut) == (1, 1, False)
@@ -69,7 +79,7 @@ def test_a_chain_of_three_names_the_root_and_every_link() -> None:
 def test_a_name_nobody_waits_behind_is_its_own_root() -> None:
     engine, (_, _, c, _) = chain_of_three()
     report = why(engine, "C", 10.0)
-    assert [x.session_id for x in report.roots] == [c]
+    assert [x.session_id for x in known(report.roots)] == [c]
     assert [x.position for x in report.waiters] == [1]  # (B's holder)
 
 
@@ -82,8 +92,8 @@ def test_a_holder_waits_with_its_own_task_only() -> None:
     lock(engine, s, "A", task=1)
     lock(engine, s, "B", task=2)
     report = why(engine, "A", 1.0)
-    assert report.holders[0].waiting_for == ()
-    assert [x.session_id for x in report.roots] == [s]
+    assert known(report.holders[0].waiting_for) == ()
+    assert [x.session_id for x in known(report.roots)] == [s]
 
 
 def test_a_holder_of_unknown_task_waits_with_its_session() -> None:
@@ -94,8 +104,8 @@ def test_a_holder_of_unknown_task_waits_with_its_session() -> None:
     lock(engine, s, "A")
     lock(engine, s, "B")
     report = why(engine, "A", 1.0)
-    assert [x.name for x in report.holders[0].waiting_for] == ["B"]
-    assert [x.session_id for x in report.roots] == [other]
+    assert [x.name for x in known(report.holders[0].waiting_for)] == ["B"]
+    assert [x.session_id for x in known(report.roots)] == [other]
 
 
 def test_a_cycle_has_no_root_and_ends() -> None:
@@ -107,8 +117,8 @@ def test_a_cycle_has_no_root_and_ends() -> None:
     lock(engine, a, "B")
     lock(engine, b, "A")
     report = why(engine, "A", 1.0)
-    assert [(x.name, x.session_id) for x in report.chain] == [("A", a), ("B", b)]
-    assert report.roots == ()
+    assert [(x.name, x.session_id) for x in known(report.chain)] == [("A", a), ("B", b)]
+    assert known(report.roots) == ()
 
 
 def test_a_semaphore_lists_every_holder_and_the_queue_in_grant_order() -> None:
@@ -120,7 +130,7 @@ def test_a_semaphore_lists_every_holder_and_the_queue_in_grant_order() -> None:
     report = why(engine, "S", 10.0)
     assert [x.session_id for x in report.holders] == sessions
     assert report.holders[0].max_hold_ends_in == pytest.approx(50.0)
-    assert [x.session_id for x in report.roots] == sessions
+    assert [x.session_id for x in known(report.roots)] == sessions
 
 
 def test_waiters_are_paged() -> None:
@@ -145,7 +155,7 @@ def test_the_walk_stops_at_its_look_limit_and_says_so() -> None:
     engine.why_look_limit = 2  # (A's holder's wait and place: then nothing more)
     report = why(engine, "A", 10.0)
     assert report.cut
-    assert report.roots == ()
+    assert known(report.roots) == ()
     engine.why_look_limit = 10_000
     assert not why(engine, "A", 10.0).cut
 
@@ -158,9 +168,9 @@ def test_a_place_past_the_look_limit_reads_zero() -> None:
         lock(engine, open_session(engine), "B")
     lock(engine, s, "A", task=1)
     lock(engine, s, "B", task=1)  # 21st in B's queue
-    assert why(engine, "A", 1.0).holders[0].waiting_for[0].position == 21
+    assert known(why(engine, "A", 1.0).holders[0].waiting_for)[0].position == 21
     engine.why_look_limit = 10
-    assert why(engine, "A", 1.0).holders[0].waiting_for[0].position == 0
+    assert known(why(engine, "A", 1.0).holders[0].waiting_for)[0].position == 0
 
 
 @pytest.mark.parametrize(
@@ -183,6 +193,6 @@ def test_bad_input_is_refused(command: WhyName, error: type[Exception]) -> None:
 def test_the_chain_has_at_most_a_page_of_links() -> None:
     engine, (a, b, _, _) = chain_of_three()
     report = why(engine, "A", 10.0, limit=2)
-    assert [(x.name, x.session_id) for x in report.chain] == [("A", a), ("B", b)]
+    assert [(x.name, x.session_id) for x in known(report.chain)] == [("A", a), ("B", b)]
     assert report.cut
-    assert report.roots == ()
+    assert known(report.roots) == ()
