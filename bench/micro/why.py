@@ -9,8 +9,10 @@ queue of as many (so that its place in that queue is found at the far end), and
 10,000 (the most), the last page (``after`` 99,900), and the holder's place past
 ``--why-look-limit`` (the look limit at its default, 10,000: the place reads 0).
 Each is one step of the server's loop (a request); issue 60 asks for at most 50 ms.
-The engine directly: a request's codec adds the page's encoding (measured apart in
-``bench.micro.codec``).
+
+Internals: the engine (``tenure._core``) directly, and its ``why_look_limit`` set by
+hand: the engine's own work per answer, without a network (a request's codec adds the
+page's encoding, measured apart in ``bench.micro.codec``).
 """
 
 from __future__ import annotations
