@@ -40,7 +40,7 @@ from functools import partial
 from typing import TYPE_CHECKING, Final, TypeVar
 
 from tenure._core.snapshot import resume
-from tenure._etcd.client import EtcdClient
+from tenure._etcd.client import EtcdClient, LeaseNotFoundError
 from tenure._etcd.streams import KeepAlive, WatchHub
 from tenure.errors import TenureError, UnavailableError
 from tenure.server._audit import AuditLog
@@ -186,7 +186,17 @@ class ClusterMember:
             while not self._stop.is_set():
                 lease = await self._new_lease()
                 stand = partial(self.store.stand, lease.lease_id, self._record(STANDBY))
-                term = await self._retrying(stand, "standing")
+                try:
+                    term = await self._retrying(stand, "standing")
+                except LeaseNotFoundError:
+                    # Its TTL ran out before etcd took the candidacy (etcd slow or cut
+                    # off since the grant): a new lease, and stand again. (Raised on, it
+                    # ended the member for good: the simulation's cluster seed 48635,
+                    # tests/sim/test_found.py.)
+                    self.keepalive.remove(lease.lease_id, lease)
+                    lease.lease_gone()
+                    log.warning("this member's lease in etcd ended before it stood; again")
+                    continue
                 if await self._until_elected(lease, term):
                     self.lease, self.term = lease, term
                     break
