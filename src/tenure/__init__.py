@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from tenure import errors
 from tenure._core.claims import MAX_CLAIM_SECONDS
+from tenure._core.top_report import NameStat, TopReport
 from tenure._core.values import (
     MAX_COUNT,
     BrokenDeadlock,
@@ -115,6 +116,7 @@ __all__ = [
     "MAX_REENTRANT_DEPTH",
     "Mutex",
     "MutexDescription",
+    "NameStat",
     "NodeConfig",
     "NodeDescription",
     "Observer",
@@ -132,6 +134,7 @@ __all__ = [
     "SessionLoop",
     "SessionSummary",
     "SessionTicket",
+    "TopReport",
     "WaiterInfo",
     "WhyHolder",
     "WhyLink",

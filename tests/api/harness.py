@@ -32,6 +32,10 @@ __all__ = [
 ]
 
 
+#: The names a kit server's statistics keep (``--contention-names``'s most).
+KIT_CONTENTION_NAMES = 100_000
+
+
 class DictHarness(Harness):
     """``dict://NAME``: the third party's backend of ``tests/dict_backend``, which
     implements only the core, reached through its entry point (``tests/conftest.py``
@@ -64,7 +68,12 @@ class TenureHarness(UrlHarness):
 
         self._tmp = Path(tempfile.mkdtemp(prefix="tenure-api-"))
         # fsync off: the suite tests the API, not the disk (tests/server covers it).
-        server = ServerProcess(self._tmp / "data", "--fsync", "off")
+        # Every contended name kept: the whole kit runs against this one server, and a
+        # test's name must not be pushed out of the statistics by earlier tests' names
+        # (the sketch's pushing out is tests/core/test_engine_top.py's).
+        server = ServerProcess(
+            self._tmp / "data", "--fsync", "off", "--contention-names", str(KIT_CONTENTION_NAMES)
+        )
         self._server = server.__enter__()
 
     def stop(self) -> None:
@@ -103,7 +112,8 @@ class TenureClusterHarness(UrlHarness):
         from tests.etcd.cluster import shared_member
 
         self._tmp = Path(tempfile.mkdtemp(prefix="tenure-api-cluster-"))
-        cluster = TenureCluster(self._tmp, shared_member().endpoints)
+        extra = ("--contention-names", str(KIT_CONTENTION_NAMES))  # (as TenureHarness's)
+        cluster = TenureCluster(self._tmp, shared_member().endpoints, extra=extra)
         self._cluster = cluster.open()
 
     def stop(self) -> None:

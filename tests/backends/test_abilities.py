@@ -23,6 +23,7 @@ from tenure.backends import (
     BackendSession,
     Capability,
     CoreSession,
+    NameStatistics,
     WaitChains,
     abilities_of,
     memory,
@@ -111,8 +112,9 @@ def test_a_built_in_session_implements_exactly_the_abilities_its_backend_declare
         assert abilities_of(session) == declared & ABILITIES.keys(), (scheme, declared)
 
 
-def test_a_backend_declares_wait_chains_exactly_when_it_answers_why() -> None:
-    # The one capability of the backend itself, not of its sessions (WaitChains).
+def test_a_backend_declares_wait_chains_and_name_stats_exactly_when_it_answers() -> None:
+    # The capabilities of the backend itself, not of its sessions (WaitChains,
+    # NameStatistics).
     backends: dict[str, type] = {
         "memory": memory.MemoryBackend,
         "tenure": remote.TenureBackend,
@@ -123,6 +125,8 @@ def test_a_backend_declares_wait_chains_exactly_when_it_answers_why() -> None:
     for scheme, sets in _declarable().items():
         answers = issubclass(backends[scheme], WaitChains)  # (a protocol of methods only)
         assert answers == any(Capability.WAIT_CHAINS in declared for declared in sets), scheme
+        keeps = issubclass(backends[scheme], NameStatistics)  # (NAME_STATS: the same rule)
+        assert keeps == any(Capability.NAME_STATS in declared for declared in sets), scheme
 
 
 async def test_a_memory_session_has_the_abilities_memory_declares() -> None:

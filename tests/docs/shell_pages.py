@@ -424,6 +424,22 @@ BLOCKS: dict[tuple[str, str], ShellBlock] = {
             Line(r"--after", prints=r"root: orders held by session"),
         ),
     ),
+    ("docs/operations.md", "tenure top shop                       #"): ShellBlock(
+        slow=True,
+        servers=("tenure",),
+        env=CLI,
+        nodes=("shop",),
+        lines=(
+            Line(
+                r"^tenure top shop ",
+                background=r"the most contended names of node 'shop', by wait",
+                stop=signal.SIGINT,
+                stopped=None,
+            ),
+            Line(r"--once --json", prints=r'"node": "shop", "window": 60\.0, "sort": "wait"'),
+            Line(r"--sort timeouts", prints=r"the most contended names of every node, by timeouts"),
+        ),
+    ),
     ("docs/operations.md", "tenure node create billing --set"): ShellBlock(
         slow=True,
         servers=("tenure",),

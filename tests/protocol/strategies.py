@@ -21,6 +21,7 @@ from typing import Any
 from hypothesis import strategies as st
 
 from tenure._core import claims, commands, effects, values
+from tenure._core.top_report import TopReport
 from tenure._core.why_report import WhyReport
 from tenure._protocol.admin import FilesReloaded, ReadBackup, ReloadFiles
 from tenure._protocol.cluster import ClusterStatus, ClusterView
@@ -73,6 +74,7 @@ REPLY_RECORD_TYPES: tuple[type, ...] = (
     claims.ClaimRecord,
     FilesReloaded,
     WhyReport,
+    TopReport,
 )
 MESSAGE_TYPES: tuple[type, ...] = (
     Hello,

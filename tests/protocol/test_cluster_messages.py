@@ -15,6 +15,7 @@ from tenure._core import (
     ReleaseClaim,
     ReserveUnits,
     SwapSemaphoreData,
+    TopNames,
     WatchPrefix,
     WhyName,
 )
@@ -82,7 +83,7 @@ def test_version_9_is_spoken_and_the_older_ones_still_are() -> None:
     assert {WatchPrefix, ClaimName, ReleaseClaim} == SINCE_VERSION_6
     assert {OfferHold, AdoptHold} == SINCE_VERSION_7
     assert {ReadBackup, ReloadFiles} == SINCE_VERSION_8
-    assert {WhyName} == SINCE_VERSION_9
+    assert {WhyName, TopNames} == SINCE_VERSION_9
     assert ListNodes in SINCE_VERSION_2
 
 

@@ -18,7 +18,14 @@ from tenure._protocol import (
     Request,
     Side,
 )
-from tenure._protocol.blocking import WHY_HOLDER, WHY_LINK, WHY_ROOT, WHY_WAIT, WHY_WAITER
+from tenure._protocol.blocking import (
+    NAME_STAT,
+    WHY_HOLDER,
+    WHY_LINK,
+    WHY_ROOT,
+    WHY_WAIT,
+    WHY_WAITER,
+)
 from tenure._protocol.cluster import MEMBER_VIEW
 from tenure._protocol.messages import MESSAGE, version_refusal
 from tenure._protocol.payload_records import (
@@ -64,6 +71,7 @@ RECORDS: list[Record] = [
     WHY_WAITER,
     WHY_LINK,
     WHY_ROOT,
+    NAME_STAT,
 ]
 
 

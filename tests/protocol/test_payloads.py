@@ -115,8 +115,9 @@ def test_the_walk_finds_every_record():
     assert {"ClientIdentity", "SemaphoreSummary", "SessionSummary"} <= names
     assert {"ClusterView", "MemberView"} <= names
     assert {"WhyReport", "WhyHolder", "WhyWait", "WhyWaiter", "WhyLink", "WhyRoot"} <= names
-    # Commands, effects, 15 reply records, 16 records inside them, 10 messages.
-    assert len(ALL_RECORDS) == len(COMMAND_TYPES) + len(EFFECT_TYPES) + 15 + 16 + 10
+    assert {"TopReport", "NameStat"} <= names
+    # Commands, effects, 16 reply records, 17 records inside them, 10 messages.
+    assert len(ALL_RECORDS) == len(COMMAND_TYPES) + len(EFFECT_TYPES) + 16 + 17 + 10
 
 
 @pytest.mark.parametrize("record", ALL_RECORDS, ids=lambda r: r.name)
@@ -129,10 +130,11 @@ def test_schema_lists_every_dataclass_field_in_order(record):
 # is a new protocol version (and docs/protocol.md changes with it); the one exception,
 # SetNodeAnnex and GetNodeAnnex (new tags, within version 2), is explained in its section 14;
 # ClusterStatus and ClusterView came with version 3, ReadBackup, ReloadFiles and
-# FilesReloaded with version 8, WhyName and WhyReport with version 9.
+# FilesReloaded with version 8, WhyName, WhyReport, TopNames and TopReport with version 9.
 STABLE_TAGS = {
     "CreateNode": 1, "DescribeNode": 2, "AlterNode": 3, "DropNode": 4,
     "ListNodes": 5, "SetNodeAnnex": 6, "GetNodeAnnex": 7, "WhyName": 8,
+    "TopNames": 9,
     "CreateSession": 10, "AttachSession": 11, "DetachSession": 12, "CloseSession": 13,
     "DescribeSession": 14,
     "ResumeSession": 15,
@@ -146,6 +148,7 @@ STABLE_TAGS = {
     "SessionInfo": 1, "AcquireResult": 2, "NodeDescription": 3, "DescribeResult": 4,
     "SessionState": 5, "NodePage": 6, "SemaphorePage": 7, "SessionPage": 8, "ClusterView": 9,
     "RateReservation": 10, "AcquireAllResult": 11, "ClaimRecord": 12, "WhyReport": 13,
+    "TopReport": 14,
     "WatchArmed": 16,
     "FilesReloaded": 17,
     "Hello": 1, "Request": 2, "Ping": 3, "Welcome": 11, "Refused": 12, "Reply": 13,
@@ -272,8 +275,8 @@ def test_bool_is_not_an_int():
 def test_unknown_tags_are_refused():
     with pytest.raises(ProtocolError, match="unknown message tag: int 99"):
         message_of([99])
-    with pytest.raises(ProtocolError, match=r"Request\.command: unknown command tag: int 9"):
-        message_of([2, 1, [9, "n"]])
+    with pytest.raises(ProtocolError, match=r"Request\.command: unknown command tag: int 19"):
+        message_of([2, 1, [19, "n"]])
     with pytest.raises(ProtocolError, match=r"Push\.effect: unknown effect tag: str"):
         message_of([15, ["1"]])
 

@@ -107,6 +107,8 @@ SHARED: dict[str, str] = {
     "WhyWaiter": "a value (inside WhyReport)",
     "WhyLink": "a value (inside WhyReport)",
     "WhyRoot": "a value (inside WhyReport)",
+    "TopReport": "a value returned by both faces' top()",
+    "NameStat": "a value (inside TopReport)",
     "Opening": "the sync face returns the opened object itself (checked via return types)",
     "errors": "one error hierarchy for both faces",
     "DeadlockError": "an error of tenure.errors, raised by both faces",

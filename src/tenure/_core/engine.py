@@ -109,6 +109,7 @@ HANDLERS: Final[Mapping[type[c.Command[Any]], Handler]] = MappingProxyType(
         c.ListSemaphores: listing.list_semaphores,
         c.ListSessions: listing.list_sessions,
         c.WhyName: listing.why_name,
+        c.TopNames: listing.top_names,
         c.CreateSemaphore: semaphores.create_semaphore,
         c.Acquire: acquire.acquire,
         c.AcquireAll: sets.acquire_all,

@@ -38,6 +38,7 @@ def grant(
     max_hold: float | None = None,
     replaced: Owner | None = None,
     known: bool = False,
+    waited: float = 0.0,
 ) -> Owner:
     """Give tokens to a session's hold (asked by its client's ``task``) with a fresh
     fencing token (rule 3).
@@ -46,7 +47,8 @@ def grant(
     (its :attr:`~tenure._core.holders.Owner.ends`), and never after the end of the
     hold it replaces (an upgrade); its lease deadline is never after that end.
     ``replaced`` is that hold if the caller looked it up (``known``), else it is
-    looked up here.
+    looked up here. ``waited``: how long it was queued (0: granted at once), for the
+    statistics per name.
     """
     state.last_token += 1
     ttl = node.config.default_lease if lease_ttl is None else lease_ttl
@@ -70,6 +72,13 @@ def grant(
     since = state.now if now == state.now else now
     node.grants += 1
     node.granted_at = since
+    stats = state.name_stats
+    kept = stats.nodes.get(node.name)
+    if kept is not None and sem.name in kept:
+        stats.granted(node.name, sem.name, waited, since)
+    else:  # (NameStats.granted's totals, inline: no call for a name not kept, the usual)
+        stats.grants += 1
+        stats.wait_total += waited
     session = state.sessions[session_id]
     # The session's own id object, not the command's: a decoded request brings a
     # new int each time (above 256), which a hold would otherwise keep (32 bytes).
@@ -140,6 +149,7 @@ def _grant_waiter(
         hold,
         waiter.task,
         waiter.max_hold,
+        waited=max(0.0, now - waiter.since),
     )
     state.effects.append(
         Granted(sid, waiter.request_id, sem.name, owner.token, owner.count, owner.lease_ttl, hold)
@@ -186,6 +196,7 @@ def withdraw_set(
             continue  # (``waiter`` itself, already out of its queue)
         member_sem.remove_waiter(key)
         state.sessions[member.session_id].discard_wait(name, member.hold, member.task)
+        state.wait_ended(node, name, member, code, now)
         failed = AcquireFailed(
             member.session_id, member.request_id, name, code, message, member.hold
         )

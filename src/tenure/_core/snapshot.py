@@ -214,12 +214,14 @@ def _bounds(node: Node) -> list[list[float | None]] | None:
 def resume(engine: Engine, now: float) -> None:
     """Move a loaded engine onto a new process's clock, whose time is ``now``.
 
-    See the module docstring for what each kind of deadline becomes. The deadline
+    See the module docstring for what each kind of deadline becomes; the statistics
+    per name (not state) start afresh. The deadline
     heap is rebuilt in the same walk that moves the times (as
     :meth:`~tenure._core.state.EngineState.reschedule_all` would, in its order):
     a restart walks a hundred thousand semaphores once, not twice.
     """
     shift = now - engine.now
+    engine.name_stats.clear()  # (not state: counted afresh on the new clock)
     deadlines = Deadlines()
     moved_from, moved_to = None, 0.0
     for session in engine.sessions.values():

@@ -24,6 +24,7 @@ from tenure._core.deadlines import (
 )
 from tenure._core.effects import Effect
 from tenure._core.limits import WHY_LOOK_LIMIT
+from tenure._core.name_stats import NameStats
 from tenure._core.node import Node
 from tenure._core.quotas import (
     Q_DATA_BYTES,
@@ -34,7 +35,7 @@ from tenure._core.quotas import (
     QuotaLedger,
     Usage,
 )
-from tenure._core.semaphore import Semaphore, Waiter
+from tenure._core.semaphore import Owner, Semaphore, Waiter
 from tenure._core.session import Session as Session
 from tenure._core.sorted_keys import SortedKeys
 from tenure._core.values import (
@@ -48,12 +49,13 @@ from tenure._core.values import (
     check_name,
 )
 from tenure._core.watches import Watches
-from tenure.errors import LimitExceededError, NotFoundError, SessionExpiredError
+from tenure.errors import ErrorCode, LimitExceededError, NotFoundError, SessionExpiredError
 
 #: What one kept broken deadlock costs the server's memory besides its text's bytes:
 #: the record and its numbers, a share of its node's deque (about 250 measured with
 #: ``sys.getsizeof``; rounded up, as :data:`~tenure._core.quotas.OBJECT_BYTES` are).
 BROKEN_DEADLOCK_BYTES: Final = 300
+_TIMEOUT: Final = int(ErrorCode.TIMEOUT)
 
 
 def kept_deadlock_bytes(broken: BrokenDeadlock) -> int:
@@ -121,6 +123,10 @@ class EngineState:
         self.watches = Watches()
         #: What each owner holds, their quotas and the memory budget (tenure._core.quotas).
         self.ledger = QuotaLedger()
+        #: The statistics per name (:mod:`tenure._core.name_stats`): not state (no
+        #: snapshot keeps them); its capacity and share are the host's. Its entries
+        #: count in the ledger's estimate.
+        self.name_stats = NameStats(self.ledger)
         #: Who sends the command being applied: its token's name, set by the host
         #: (never by a client) and logged with the commands that make what it owns
         #: (CreateSession, CreateNode); "" (nobody): no quotas apply.
@@ -270,6 +276,17 @@ class EngineState:
         self.node_index = SortedKeys(self.nodes)
         for node in self.nodes.values():
             node.rebuild_indexes()
+
+    def wait_ended(self, node: Node, name: str, waiter: Waiter, code: int, now: float) -> None:
+        """``waiter`` of ``name`` left its queue without a grant, ended with ``code``
+        (an ErrorCode: TIMEOUT counts as a timeout, any other as cancelled)."""
+        self.name_stats.wait_failed(
+            node.name, name, max(0.0, now - waiter.since), code == _TIMEOUT, now
+        )
+
+    def hold_ended(self, node: Node, name: str, owner: Owner, lost: bool, now: float) -> None:
+        """``owner``'s hold of ``name`` ended: released (or handed off), or ``lost``."""
+        self.name_stats.hold_ended(node.name, name, max(0.0, now - owner.since), lost, now)
 
     @staticmethod
     def _times_its_set(node: Node, sem: Semaphore, waiter: Waiter) -> bool:

@@ -1,8 +1,9 @@
-"""Who blocks a name on the wire: WhyName's reply, WhyReport (protocol version 9).
+"""Who blocks a name on the wire: WhyName's reply, WhyReport, and TopNames', TopReport
+(protocol version 9).
 
-WhyName itself is an engine command (:mod:`tenure._protocol.payload_commands`); its
-reply and the records inside it are here, so that the reply values' module stays
-about the values every lock uses. A server always knows what its holders wait for:
+WhyName and TopNames are engine commands (:mod:`tenure._protocol.payload_commands`);
+their replies and the records inside them are here, so that the reply values' module
+stays about the values every lock uses. A server always knows what its holders wait for:
 ``waiting_for``, ``chain`` and ``roots`` are nil only in reports a client makes for a
 store that does not (they never travel so from a server).
 """
@@ -11,11 +12,21 @@ from __future__ import annotations
 
 from typing import Final
 
+from tenure._core.top_report import NameStat, TopReport
 from tenure._core.why_report import WhyHolder, WhyLink, WhyReport, WhyRoot, WhyWait, WhyWaiter
 from tenure._protocol.payload_records import CLIENT_IDENTITY, OPT_FLOAT
 from tenure._protocol.wire import BOOL, FLOAT, STR, UINT, ArrayOf, Optional, Record
 
-__all__ = ["WHY_HOLDER", "WHY_LINK", "WHY_REPORT", "WHY_ROOT", "WHY_WAIT", "WHY_WAITER"]
+__all__ = [
+    "NAME_STAT",
+    "TOP_REPORT",
+    "WHY_HOLDER",
+    "WHY_LINK",
+    "WHY_REPORT",
+    "WHY_ROOT",
+    "WHY_WAIT",
+    "WHY_WAITER",
+]
 
 WHY_WAIT: Final = Record(WhyWait, [("node", STR), ("name", STR), ("position", UINT)])
 WHY_HOLDER: Final = Record(
@@ -74,4 +85,40 @@ WHY_REPORT: Final = Record(
         ("cut", BOOL),
     ],
     tag=13,
+)
+NAME_STAT: Final = Record(
+    NameStat,
+    [
+        ("node", STR),
+        ("name", STR),
+        ("wait_seconds", FLOAT),
+        ("queued", UINT),
+        ("grants", UINT),
+        ("timeouts", UINT),
+        ("cancelled", UINT),
+        ("losses", UINT),
+        ("queue", UINT),
+        ("holders", UINT),
+        ("longest_hold", OPT_FLOAT),
+        ("wait_p50", OPT_FLOAT),
+        ("wait_p99", OPT_FLOAT),
+        ("hold_p50", OPT_FLOAT),
+        ("hold_p99", OPT_FLOAT),
+        ("kept_for", FLOAT),
+        ("error", UINT),
+    ],
+)
+#: TopNames' reply (a reply value: tag 14).
+TOP_REPORT: Final = Record(
+    TopReport,
+    [
+        ("node", STR),
+        ("window", FLOAT),
+        ("sort", STR),
+        ("names", ArrayOf(NAME_STAT)),
+        ("kept", UINT),
+        ("capacity", UINT),
+        ("evicted", UINT),
+    ],
+    tag=14,
 )

@@ -36,6 +36,7 @@ from tenure._core.commands import (
     ReleaseClaim,
     ReserveUnits,
     SwapSemaphoreData,
+    TopNames,
     WatchPrefix,
     WhyName,
 )
@@ -115,7 +116,7 @@ __all__ = [
 #: NodeConfig's trailing ``max_hold`` (a grant bounded in time). Version 8 added
 #: ReadBackup and ReloadFiles (an operator's acts on the server itself, at the URL every
 #: other command takes: :mod:`tenure._protocol.admin`). Version 9 added WhyName (who
-#: blocks a name: :mod:`tenure._protocol.blocking`).
+#: blocks a name) and TopNames (the most contended names): :mod:`tenure._protocol.blocking`.
 PROTOCOL_VERSION: Final = 9
 #: The versions a server built from this code accepts in a Hello. To an older peer
 #: it sends the layouts of the peer's version (:func:`for_version`).
@@ -135,7 +136,7 @@ SINCE_VERSION_7: Final = frozenset({OfferHold, AdoptHold})
 #: Commands a peer of version 1 to 7 does not know.
 SINCE_VERSION_8: Final = frozenset({ReadBackup, ReloadFiles})
 #: Commands a peer of version 1 to 8 does not know.
-SINCE_VERSION_9: Final = frozenset({WhyName})
+SINCE_VERSION_9: Final = frozenset({WhyName, TopNames})
 #: Welcome.role of a server that is not part of a cluster, of a cluster's leader,
 #: and of a standby (which answers only ClusterStatus and Ping: docs/protocol.md 16).
 STANDALONE: Final = ""

@@ -53,6 +53,11 @@ _COMMANDS: Final = (
     Record(  # protocol version 9
         c.WhyName, [("node", STR), ("name", STR), ("after", UINT), ("limit", UINT)], tag=8
     ),
+    Record(  # protocol version 9
+        c.TopNames,
+        [("node", STR), ("window", FLOAT), ("sort", STR), ("limit", UINT)],
+        tag=9,
+    ),
     # sessions: 10..19
     Record(
         c.CreateSession,

@@ -25,9 +25,10 @@ from tenure._core import commands as c
 from tenure._core import effects as fx
 from tenure._core import values as v
 from tenure._core.claims import ClaimRecord
+from tenure._core.top_report import TopReport
 from tenure._core.why_report import WhyReport
 from tenure._protocol.admin import FILES_RELOADED, FilesReloaded, ReadBackup, ReloadFiles
-from tenure._protocol.blocking import WHY_REPORT
+from tenure._protocol.blocking import TOP_REPORT, WHY_REPORT
 from tenure._protocol.cluster import CLUSTER_VIEW, ClusterStatus, ClusterView
 from tenure._protocol.payload_commands import (
     COMMAND,
@@ -105,6 +106,7 @@ ReplyValue = (
     | ClusterView
     | FilesReloaded
     | WhyReport
+    | TopReport
     | c.RateReservation
     | c.AcquireAllResult
     | c.WatchArmed
@@ -239,6 +241,7 @@ _VALUES: Final = (
     Record(c.WatchArmed, [("watch_id", UINT)], tag=16),
     FILES_RELOADED,  # (version 8: tenure._protocol.admin)
     WHY_REPORT,  # (version 9: tenure._protocol.blocking)
+    TOP_REPORT,  # (version 9: tenure._protocol.blocking)
     Record(
         ClaimRecord,
         [
@@ -290,6 +293,7 @@ REPLY_TYPES: Final[Mapping[type, tuple[type, ...]]] = {
     c.ListSemaphores: (c.SemaphorePage,),
     c.ListSessions: (c.SessionPage,),
     c.WhyName: (WhyReport,),
+    c.TopNames: (TopReport,),
     c.KillSession: (_NONE,),
     c.SetNodeAnnex: (_NONE,),
     c.GetNodeAnnex: (bytes,),

@@ -33,6 +33,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Protocol, runtime_checkable
 
+from tenure._core.top_report import TopReport
 from tenure._core.values import (
     NO_IDENTITY,
     ClientIdentity,
@@ -122,6 +123,7 @@ __all__ = [
     "SwapWrite",
     "TaskNumbers",
     "UpdateWrite",
+    "NameStatistics",
     "WaitChains",
     "WatchStream",
     "abilities_of",
@@ -203,6 +205,19 @@ class WaitChains(Protocol):
         chain (``limit`` links at most) to its roots. NotFoundError for a missing node
         or semaphore; InvalidArgumentError for a ``limit`` outside [1, MAX_PAGE] or a
         negative ``after``."""
+
+
+@runtime_checkable
+class NameStatistics(Protocol):
+    """:attr:`Capability.NAME_STATS`: a backend that keeps statistics per name and says
+    which names are the most contended. Not part of :class:`Backend`."""
+
+    async def top(self, node: str, *, window: float, sort: str, limit: int) -> TopReport:
+        """The ``limit`` most contended names of ``node`` (``""``: every node), by
+        ``sort`` over the last ``window`` seconds
+        (:class:`~tenure._core.top_report.TopReport`). NotFoundError for a missing
+        node; InvalidArgumentError for a window other than 60 or 300, an unknown
+        sort, or a ``limit`` outside [1, MAX_PAGE]."""
 
 
 class Backend(BackendNodes, BackendListing, Protocol):

@@ -93,3 +93,9 @@ class Capability(enum.Enum):
     #: Without it the answer is made from a describe of the name: its holders and
     #: waiters, with what a holder waits for, the chain and the roots left unknown.
     WAIT_CHAINS = "wait_chains"
+    #: The store keeps statistics per name (waits, grants, timeouts, losses, hold
+    #: times) and answers ``client.top()`` (and ``tenure top``): the most contended
+    #: names over the last 60 or 300 seconds
+    #: (:meth:`~tenure.backends._base.NameStatistics.top`). Without it ``top`` raises
+    #: UnsupportedError: a store that only keeps who holds what cannot say who waited.
+    NAME_STATS = "name_stats"

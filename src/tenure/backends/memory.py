@@ -50,8 +50,10 @@ from tenure._core import (
     ReleaseClaim,
     ResumeSession,
     SessionInfo,
+    TopNames,
     WhyName,
 )
+from tenure._core.top_report import TopReport
 from tenure._core.values import SemaphoreSummary, SessionSummary
 from tenure._core.why_report import WhyReport
 from tenure._runtime.clock import Clock, LoopClock
@@ -88,6 +90,7 @@ CAPABILITIES: Final = frozenset(
         Capability.HANDOFF,
         Capability.MAX_HOLD,
         Capability.WAIT_CHAINS,
+        Capability.NAME_STATS,
     }
 )
 
@@ -294,6 +297,10 @@ class MemoryBackend(SessionFactory):
     async def why(self, node: str, name: str, *, after: int, limit: int) -> WhyReport:
         """Who blocks ``name`` of ``node`` (:meth:`tenure.backends.WaitChains.why`)."""
         return self.host.execute(WhyName(node, name, after, limit))
+
+    async def top(self, node: str, *, window: float, sort: str, limit: int) -> TopReport:
+        """The most contended names (:meth:`tenure.backends.NameStatistics.top`)."""
+        return self.host.execute(TopNames(node, window, sort, limit))
 
     async def release_claim(self, node: str, name: str, claim_id: str) -> bool:
         """Release a claim by its id (see :meth:`tenure.backends._base.Backend.release_claim`)."""

@@ -65,9 +65,12 @@ from tenure._core import (
     ReleaseClaim,
     ResumeSession,
     SessionInfo,
+    TopNames,
     WhyName,
 )
+from tenure._core.contention import merge_reports
 from tenure._core.rendezvous import hash64
+from tenure._core.top_report import TopReport
 from tenure._core.values import SemaphoreSummary, SessionSummary
 from tenure._core.why_report import WhyReport
 from tenure._protocol import Welcome
@@ -105,7 +108,7 @@ SINCE_VERSION: Final = {
     5: frozenset({Capability.ALL_OR_NONE, Capability.RATE_RESERVATION}),
     6: frozenset({Capability.PREFIX_WATCH, Capability.CLAIMS}),
     7: frozenset({Capability.HANDOFF, Capability.MAX_HOLD}),
-    9: frozenset({Capability.WAIT_CHAINS}),
+    9: frozenset({Capability.WAIT_CHAINS, Capability.NAME_STATS}),
 }
 
 
@@ -198,6 +201,16 @@ class TenureBackend(SessionFactory):
         """Who blocks ``name`` of ``node`` (from the node's shard; a read: sent again
         after a lost connection)."""
         return await self.shard_for(node).call(WhyName(node, name, after, limit), resend=True)
+
+    async def top(self, node: str, *, window: float, sort: str, limit: int) -> TopReport:
+        """The most contended names: of ``node``, from its shard; of every node (``""``),
+        every shard's, merged (each server keeps its own nodes' statistics). A read:
+        sent again after a lost connection."""
+        command = TopNames(node, window, sort, limit)
+        if node:
+            return await self.shard_for(node).call(command, resend=True)
+        reports = [await shard.call(command, resend=True) for shard in self.shards]
+        return reports[0] if len(reports) == 1 else merge_reports(reports, limit)
 
     async def kill_session(self, node: str, session_id: int) -> None:
         """End a live session as an expiry would (needs a read-write token).

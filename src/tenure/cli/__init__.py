@@ -13,5 +13,6 @@ Every failure is one line on stderr and an exit status of
 
 Layer (CONTRIBUTING.md): its modules may import each other, tenure.__init__,
 tenure._build, tenure.client.__init__, tenure._core.values, tenure._core.why_report,
-tenure._core.kinds, tenure._core.kind_render, tenure._core.members and tenure.errors.
+tenure._core.top_report, tenure._core.kinds, tenure._core.kind_render,
+tenure._core.members and tenure.errors.
 """

@@ -59,6 +59,7 @@ PERMISSION_WORDS: Final = {
     "ListSemaphores": "list semaphores",
     "ListSessions": "list sessions",
     "WhyName": "ask who blocks a name",
+    "TopNames": "see the most contended names",
     "Acquire": "take locks, semaphore tokens or leadership",
     "Release": "release locks",
     "CancelAcquire": "stop waiting",

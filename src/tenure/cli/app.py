@@ -12,7 +12,7 @@ import click
 
 import tenure
 from tenure._build import build
-from tenure.cli import claim, cluster, election, hold, listing, nodes, reload, server, why
+from tenure.cli import claim, cluster, election, hold, listing, nodes, reload, server, top, why
 from tenure.cli._common import TRACEBACK_ENV, URL_ENV, error_line, expected, run, status_of
 from tenure.cli._status import Status
 
@@ -91,6 +91,7 @@ for _command in (
     listing.watch,
     listing.kill_session,
     why.why,
+    top.top,
     nodes.node,
     cluster.cluster,
     reload.reload,

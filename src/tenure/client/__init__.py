@@ -2,8 +2,8 @@
 
 Layer (CONTRIBUTING.md): its modules may import each other, tenure.lowlevel,
 tenure.backends.__init__, tenure.backends._base, tenure._core.values,
-tenure._core.why_report, tenure._core.kinds, tenure._core.members,
-tenure._core.rendezvous, tenure._core.claims, tenure._core.rates,
+tenure._core.why_report, tenure._core.top_report, tenure._core.kinds,
+tenure._core.members, tenure._core.rendezvous, tenure._core.claims, tenure._core.rates,
 tenure._core.counter_data, tenure._core.barrier_data, tenure._core.commands and
 tenure.errors; never tenure.client._session or tenure.client._session_holds.
 

@@ -17,9 +17,10 @@ from typing import Any, Self
 from urllib.parse import urlsplit
 
 from tenure._core.claims import check_claim_id
+from tenure._core.top_report import TOP_PAGE, TopReport
 from tenure._core.values import NO_IDENTITY, WHY_PAGE, ClientIdentity, SemaphoreDescription
 from tenure._core.why_report import WhyReport
-from tenure.backends import Backend, Capability, SessionTicket, open_backend
+from tenure.backends import Backend, Capability, NameStatistics, SessionTicket, open_backend
 from tenure.backends._base import session_recovery
 from tenure.client import _args, _forks, _leader, _listing, _why
 from tenure.client._args import Data
@@ -123,6 +124,39 @@ class Client(NodeAdmin, ClosesOnExit):
                 return await session.semaphore(name).describe(owners=True, waiters=True)
 
         return await _why.why(self.backend, node, name, after, limit, describe)
+
+    async def top(
+        self, node: str = "", *, window: float = 60.0, sort: str = "wait", limit: int = TOP_PAGE
+    ) -> TopReport:
+        """The most contended names of ``node`` (``""``: of every node the store keeps):
+        the ``limit`` names with the most ``sort`` (``"wait"``: seconds waited,
+        ``"queue"``: requests waiting now, ``"hold"``: the longest hold now,
+        ``"grants"``, ``"timeouts"``) over the last ``window`` seconds (60 or 300), each
+        with its waits, grants, timeouts, cancelled waits, lost holds, queue, holders and
+        wait and hold percentiles (:class:`TopReport`). The store keeps a bounded
+        number of names, the most contended (a name is kept from its first queued
+        request): docs/operations.md, "Who blocks whom".
+
+        Raises:
+            UnsupportedError: the backend keeps no statistics per name (it lacks
+                Capability.NAME_STATS).
+            InvalidArgumentError: a bad node, window, sort or ``limit`` (1 to 10,000).
+            NotFoundError: no such node.
+            PermissionDeniedError: every node's names asked with a token limited to
+                some nodes.
+        """
+        self._check_open()
+        backend = self.backend
+        if Capability.NAME_STATS not in backend.capabilities or not isinstance(
+            backend, NameStatistics
+        ):
+            raise UnsupportedError(
+                f"{redacted(self.url)} keeps no statistics per name (it lacks "
+                "Capability.NAME_STATS): tenure top needs memory:// or a tenure server"
+            )
+        if node:
+            node = _args.node_name(node)
+        return await backend.top(node, window=window, sort=sort, limit=limit)
 
     # -- sessions, and what runs in them ------------------------------------------------
 

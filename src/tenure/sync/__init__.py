@@ -40,8 +40,8 @@ the parent opened stay the parent's (ForkedClientError in the child).
 
 Layer (CONTRIBUTING.md): its modules may import each other, tenure.client,
 tenure.backends.__init__, tenure._core.values, tenure._core.why_report,
-tenure._core.members, tenure.testing.__init__ and tenure.errors; never
-tenure.sync._objects.
+tenure._core.top_report, tenure._core.members, tenure.testing.__init__ and
+tenure.errors; never tenure.sync._objects.
 
 Layer (CONTRIBUTING.md): this module may also import tenure.sync._objects.
 """

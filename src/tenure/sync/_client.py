@@ -15,6 +15,7 @@ import threading
 from collections.abc import Callable, Iterable
 
 from tenure import client as aio
+from tenure._core.top_report import TOP_PAGE, TopReport
 from tenure._core.values import (
     WHY_PAGE,
     ClientIdentity,
@@ -199,6 +200,14 @@ class Client(ClosesOnExit):
         that wait, and its roots (see :meth:`tenure.Client.why`)."""
         portal, client = self._live()
         return portal.call(client.why, node, name, after=after, limit=limit)
+
+    def top(
+        self, node: str = "", *, window: float = 60.0, sort: str = "wait", limit: int = TOP_PAGE
+    ) -> TopReport:
+        """The most contended names of ``node`` (``""``: every node) over the last
+        ``window`` seconds (see :meth:`tenure.Client.top`)."""
+        portal, client = self._live()
+        return portal.call(client.top, node, window=window, sort=sort, limit=limit)
 
     def release_claim(self, node: str, name: str, claim_id: str) -> bool:
         """Release a claim by its id, from any process (see

@@ -39,6 +39,7 @@ from tenure._core import (
     ResumeSession,
     SetNodeAnnex,
     SwapSemaphoreData,
+    TopNames,
     UpdateSemaphore,
     WatchFired,
     WatchPrefix,
@@ -108,6 +109,7 @@ def test_read_only_and_read_write_commands() -> None:
         ListSemaphores("n"),
         ListSessions("n"),
         WhyName("n", "m"),
+        TopNames("n"),
         ClusterStatus(),  # (members' addresses and log positions: any token may read them)
     ):
         assert denial(reader, allowed, "n") is None
@@ -137,8 +139,8 @@ def test_read_only_and_read_write_commands() -> None:
         why = denial(reader, server_act, None)
         assert why == f"token 'r' is read-only: it may not send {type(server_act).__name__}"
         assert denial(writer, server_act, None) is None
-    assert len(READ_ONLY_COMMANDS) == 16
-    assert len(READ_WRITE_COMMANDS) == 37
+    assert len(READ_ONLY_COMMANDS) == 17
+    assert len(READ_WRITE_COMMANDS) == 38
 
 
 def test_node_patterns() -> None:
@@ -150,6 +152,18 @@ def test_node_patterns() -> None:
         why == "token 't' may not send CreateNode on node 'Jobs': it is limited to jobs, config-*"
     )
     assert denial(token, Release(1, "m"), None) is None  # unknown session: the engine says so
+
+
+def test_every_nodes_top_names_needs_a_token_for_every_node() -> None:
+    limited = Token("t", access=Access.READ_ONLY, nodes=("jobs",))
+    assert denial(limited, TopNames("jobs"), command_node(TopNames("jobs"), {})) is None
+    everywhere = TopNames("")
+    assert command_node(everywhere, {}) is None
+    assert denial(limited, everywhere, None) == (
+        "token 't' may not send TopNames for every node: it is limited to jobs "
+        "(name one of its nodes)"
+    )
+    assert denial(Token("all", access=Access.READ_ONLY), everywhere, None) is None
 
 
 def test_a_tokens_patterns_give_the_prefixes_its_listings_read() -> None:
@@ -167,6 +181,7 @@ def test_command_node_of_session_commands() -> None:
     assert command_node(GetNodeAnnex("db", "k"), sessions) == "db"
     assert command_node(ReleaseClaim("db", "nightly", "a" * 32), sessions) == "db"
     assert command_node(WhyName("db", "m"), sessions) == "db"
+    assert command_node(TopNames("db"), sessions) == "db"
     assert command_node(ClaimName(3, "nightly", "a" * 32, 1.0, 2.0), sessions) == "jobs"
     assert command_node(AdoptHold(3, "m", 9, 0, 7, b"s" * 16), sessions) == "jobs"
     assert command_node(Acquire(3, "m", 1, request_id=1), sessions) == "jobs"

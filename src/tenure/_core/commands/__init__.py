@@ -32,6 +32,7 @@ from tenure._core.commands.listing import (
     NodePage,
     SemaphorePage,
     SessionPage,
+    TopNames,
     WhyName,
 )
 from tenure._core.commands.nodes import (
@@ -123,6 +124,7 @@ __all__ = [
     "SemaphorePage",
     "SessionInfo",
     "SessionPage",
+    "TopNames",
     "WhyName",
     "SessionState",
     "SetNodeAnnex",

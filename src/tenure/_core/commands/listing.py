@@ -1,5 +1,6 @@
 """Listing commands: read-only and paged (sorted, ``after`` exclusive, ``limit`` up to
-MAX_PAGE); and WhyName, who blocks a name (its waiters paged the same way)."""
+MAX_PAGE); and WhyName, who blocks a name (its waiters paged the same way), and TopNames, the
+most contended names."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from dataclasses import dataclass
 
 from tenure._core.commands.base import Command
 from tenure._core.limits import WHY_PAGE
+from tenure._core.top_report import TOP_PAGE, TopReport
 from tenure._core.values import (
     SemaphoreSummary,
     SessionSummary,
@@ -75,3 +77,15 @@ class WhyName(Command[WhyReport]):
     name: str
     after: int = 0
     limit: int = WHY_PAGE
+
+
+@dataclass(frozen=True, slots=True)
+class TopNames(Command[TopReport]):
+    """The ``limit`` most contended names of ``node`` (``""``: of every node), by
+    ``sort`` (:data:`~tenure._core.top_report.SORTS`) over the last ``window`` seconds
+    (60 or 300): :mod:`tenure._core.contention`."""
+
+    node: str = ""
+    window: float = 60.0
+    sort: str = "wait"
+    limit: int = TOP_PAGE

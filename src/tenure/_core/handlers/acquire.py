@@ -16,6 +16,7 @@ from tenure._core.checks import check_acquire
 from tenure._core.deadlines import WaiterDeadline
 from tenure._core.deadlocks import refuse_deadlock
 from tenure._core.effects import AcquireFailed
+from tenure._core.name_stats import owner_name
 from tenure._core.node import Node
 from tenure._core.quotas import Q_DATA_BYTES, Q_HOLDS, Q_SEMAPHORES, Q_WAITERS, text_bytes
 from tenure._core.semaphore import Owner, Semaphore, Waiter, holder_key
@@ -103,6 +104,7 @@ def acquire(state: EngineState, cmd: c.Acquire, now: float) -> c.AcquireResult:
     superseded = sem.remove_waiter(key)
     if superseded is not None:
         session.discard_wait(name, hold, superseded.task)
+        state.wait_ended(node, name, superseded, ErrorCode.CANCELLED, now)
         state.effects.append(
             AcquireFailed(
                 sid,
@@ -185,6 +187,7 @@ def acquire(state: EngineState, cmd: c.Acquire, now: float) -> c.AcquireResult:
         # The semaphore's own name object, not the command's: a wait on a long name
         # would otherwise keep one more copy of it (twice, with its deadline).
         session.add_wait(sem.name, hold, task)
+        state.name_stats.queued_on(node.name, sem.name, owner_name(session.usage), now)
         if deadline is not None:
             state.deadlines.schedule(
                 deadline, WaiterDeadline(node.name, sem.name, key, cmd.request_id)
@@ -288,7 +291,18 @@ def _restate_waiter(
         sem.remove_waiter(waiting.key)
         state.sessions[sid].discard_wait(sem.name, hold, restated.task)
         granted = grant(
-            state, node, sem, sid, count, data, cmd.lease_ttl, now, hold, restated.task, max_hold
+            state,
+            node,
+            sem,
+            sid,
+            count,
+            data,
+            cmd.lease_ttl,
+            now,
+            hold,
+            restated.task,
+            max_hold,
+            waited=max(0.0, now - waiting.since),
         )
         settle(state, node, sem, now, OWNERS | WAITERS)
         return c.AcquireResult(c.AcquireStatus.GRANTED, granted.token, count, granted.lease_ttl)

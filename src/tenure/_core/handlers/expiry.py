@@ -102,6 +102,7 @@ def _time_out_waiter(state: EngineState, key: WaiterDeadline, now: float) -> Non
     waiter = sem.remove_waiter(key.holder)
     assert waiter is not None
     state.sessions[waiter.session_id].discard_wait(sem.name, waiter.hold, waiter.task)
+    state.wait_ended(node, sem.name, waiter, ErrorCode.TIMEOUT, now)
     tell_missed(
         state,
         AcquireFailed(
@@ -131,6 +132,7 @@ def _expire_lease(state: EngineState, key: LeaseDeadline, now: float) -> None:
     owner = sem.remove_owner(key.holder)
     assert owner is not None
     state.sessions[owner.session_id].discard_hold(sem.name, owner.hold)
+    state.hold_ended(node, sem.name, owner, True, now)
     tell_missed(
         state,
         LeaseLost(

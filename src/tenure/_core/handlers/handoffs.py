@@ -98,6 +98,7 @@ def adopt_hold(state: EngineState, cmd: c.AdoptHold, now: float) -> c.AcquireRes
     # Validated: from here on the command succeeds (rule 1).
     sem.remove_owner(old.key)
     state.sessions[old.session_id].discard_hold(name, old.hold)
+    state.hold_ended(node, name, old, False, now)  # (handed off: its holder let it go)
     tell_missed(
         state,
         LeaseLost(

@@ -1,5 +1,6 @@
 """Listing commands: the nodes, a node's semaphores, a node's live sessions (paged);
-and who blocks a name (:func:`why_name`, :mod:`tenure._core.blocking`).
+who blocks a name (:func:`why_name`, :mod:`tenure._core.blocking`); and the most
+contended names (:func:`top_names`, :mod:`tenure._core.contention`).
 
 A page is sorted, starts after its ``after`` (exclusive) and holds at most ``limit``
 entries (in [1, MAX_PAGE]), so that no reply outgrows a frame however large the
@@ -16,7 +17,9 @@ from collections.abc import Callable, Iterable
 
 from tenure._core import commands as c
 from tenure._core.blocking import why
+from tenure._core.contention import top
 from tenure._core.state import EngineState
+from tenure._core.top_report import TopReport
 from tenure._core.values import (
     MAX_NAME_BYTES,
     SemaphoreSummary,
@@ -125,6 +128,11 @@ def list_sessions(state: EngineState, cmd: c.ListSessions, now: float) -> c.Sess
 def why_name(state: EngineState, cmd: c.WhyName, now: float) -> WhyReport:
     """Who blocks ``cmd.name`` of ``cmd.node`` (:func:`tenure._core.blocking.why`)."""
     return why(state, cmd.node, cmd.name, cmd.after, cmd.limit, now)
+
+
+def top_names(state: EngineState, cmd: c.TopNames, now: float) -> TopReport:
+    """The most contended names (:func:`tenure._core.contention.top`)."""
+    return top(state, cmd.node, cmd.window, cmd.sort, cmd.limit, now)
 
 
 def _check_after(text: object, what: str = "after") -> str:

@@ -71,12 +71,14 @@ def drop_node(state: EngineState, cmd: c.DropNode, now: float) -> None:
     effects = state.effects
     for sem in node.semaphores.values():
         for waiter in sem.waiters.values():
+            state.wait_ended(node, sem.name, waiter, ErrorCode.NOT_FOUND, now)
             effects.append(
                 AcquireFailed(
                     waiter.session_id, waiter.request_id, sem.name, ErrorCode.NOT_FOUND, message
                 )
             )
         for owner in sem.owners.values():
+            state.hold_ended(node, sem.name, owner, True, now)
             effects.append(
                 LeaseLost(owner.session_id, sem.name, owner.token, ErrorCode.LEASE_LOST, message)
             )
@@ -89,6 +91,7 @@ def drop_node(state: EngineState, cmd: c.DropNode, now: float) -> None:
     node.uncount_semaphores()
     state.drop_node(node.name)
     state.forget_deadlocks(node.name)
+    state.name_stats.forget_node(node.name)
 
 
 def set_node_annex(state: EngineState, cmd: c.SetNodeAnnex, now: float) -> None:

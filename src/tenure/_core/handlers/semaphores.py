@@ -51,6 +51,7 @@ def release(state: EngineState, cmd: c.Release, now: float) -> bool:
     waiter = sem.remove_waiter(key)
     if waiter is not None:
         session.discard_wait(sem.name, hold, waiter.task)
+        state.wait_ended(node, sem.name, waiter, ErrorCode.CANCELLED, now)
         state.effects.append(
             AcquireFailed(
                 sid,
@@ -65,6 +66,14 @@ def release(state: EngineState, cmd: c.Release, now: float) -> bool:
     owner = sem.remove_owner(key)
     if owner is not None:
         session.discard_hold(sem.name, hold)
+        stats = state.name_stats
+        kept = stats.nodes.get(node.name)
+        held = max(0.0, now - owner.since)
+        if kept is not None and sem.name in kept:
+            stats.hold_ended(node.name, sem.name, held, False, now)
+        else:  # (NameStats.hold_ended's totals, inline: no call for a name not kept)
+            stats.releases += 1
+            stats.hold_total += held
     change = (NOTHING if owner is None else OWNERS) | (NOTHING if waiter is None else WAITERS)
     settle(state, node, sem, now, change)
     if owner is None and waiter is None:
@@ -84,6 +93,7 @@ def cancel_acquire(state: EngineState, cmd: c.CancelAcquire, now: float) -> bool
         return False
     sem.remove_waiter(key)
     session.discard_wait(sem.name, hold, waiter.task)
+    state.wait_ended(node, sem.name, waiter, ErrorCode.CANCELLED, now)
     state.effects.append(
         AcquireFailed(
             session.session_id,
@@ -179,6 +189,7 @@ def remove_semaphore(
     for w in gone:
         sem.remove_waiter(w.key)
         state.sessions[w.session_id].discard_wait(sem.name, w.hold, w.task)
+        state.wait_ended(node, sem.name, w, ErrorCode.NOT_FOUND, now)
         tell_missed(
             state,
             AcquireFailed(
@@ -191,6 +202,7 @@ def remove_semaphore(
         withdraw_set(state, node, w, ErrorCode.NOT_FOUND, message, now, missed=True)
     for o in list(sem.owners.values()):
         state.sessions[o.session_id].discard_hold(sem.name, o.hold)
+        state.hold_ended(node, sem.name, o, True, now)
         tell_missed(
             state, LeaseLost(o.session_id, sem.name, o.token, ErrorCode.LEASE_LOST, message, o.hold)
         )

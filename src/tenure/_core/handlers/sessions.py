@@ -143,6 +143,7 @@ def resume_session(state: EngineState, cmd: c.ResumeSession, now: float) -> c.Se
             if node.sets:  # (every member is the session's: each leaves here)
                 node.sets.pop(waiter.order, None)
             session.discard_wait(name, hold, waiter.task)
+            state.wait_ended(node, name, waiter, ErrorCode.SESSION_EXPIRED, now)
             state.effects.append(
                 AcquireFailed(
                     sid, waiter.request_id, name, ErrorCode.SESSION_EXPIRED, message, hold
@@ -276,12 +277,15 @@ def end_session(state: EngineState, session: Session, now: float, code: ErrorCod
             assert waiter is not None
             if node.sets:  # (every member is the session's: each leaves here)
                 node.sets.pop(waiter.order, None)
+            state.wait_ended(node, name, waiter, code, now)
             state.effects.append(AcquireFailed(sid, waiter.request_id, name, code, message, hold))
         touched[name] = WAITERS
     for name in sorted(session.held):
         sem = node.semaphores[name]
         for hold in session.holds_on(name):
-            sem.remove_owner(holder_key(sid, hold))
+            owner = sem.remove_owner(holder_key(sid, hold))
+            assert owner is not None, "a session's hold is its semaphore's owner"
+            state.hold_ended(node, name, owner, failed, now)
         if failed:
             start_lock_delay(state, node, sem, now)
         touched[name] = OWNERS | touched.get(name, NOTHING)

@@ -12,6 +12,7 @@ from __future__ import annotations
 from tenure._core import commands as c
 from tenure._core.deadlines import WaiterDeadline
 from tenure._core.deadlocks import Asked, refuse_deadlock
+from tenure._core.name_stats import owner_name
 from tenure._core.quotas import Q_DATA_BYTES, Q_HOLDS, Q_SEMAPHORES, Q_WAITERS, text_bytes
 from tenure._core.semaphore import Semaphore, Waiter, holder_key
 from tenure._core.shared_steps import grant, settle
@@ -140,6 +141,7 @@ def acquire_all(state: EngineState, cmd: c.AcquireAll, now: float) -> c.AcquireA
         sem.enqueue(waiter)
         # The semaphore's own name object, not the command's (no copy kept of it).
         session.add_wait(sem.name, hold, task)
+        state.name_stats.queued_on(node.name, sem.name, owner_name(session.usage), now)
         members.append((sem.name, waiter.key))
         if deadline is not None and name == names[0]:  # (one for the set: the first's)
             state.deadlines.schedule(

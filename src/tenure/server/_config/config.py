@@ -16,6 +16,7 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
 from tenure._core.engine import DEFAULT_STEP_BUDGET
+from tenure._core.name_stats import CONTENTION_NAMES, CONTENTION_SERIES, CONTENTION_SHARE
 from tenure._core.values import (
     DEADLOCK_SEARCH_LIMIT,
     DEFAULT_NODE_CEILINGS,
@@ -88,6 +89,9 @@ class ServeConfig:
     max_queued_pushes: int = DEFAULT_MAX_QUEUED_PUSHES
     deadlock_search_limit: int = DEADLOCK_SEARCH_LIMIT  # 0: no deadlock detection
     why_look_limit: int = WHY_LOOK_LIMIT
+    contention_names: int = CONTENTION_NAMES
+    contention_share: float = CONTENTION_SHARE
+    contention_series: int = CONTENTION_SERIES
     max_nodes: int = 10_000
     max_prefix_watches_per_node: int = MAX_PREFIX_WATCHES_PER_NODE
     max_watches_per_semaphore: int = MAX_WATCHES_PER_SEMAPHORE

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Final
 
 from tenure._core.engine import DEFAULT_STEP_BUDGET
+from tenure._core.name_stats import CONTENTION_NAMES, CONTENTION_SERIES, CONTENTION_SHARE
 from tenure._core.values import (
     DEADLOCK_SEARCH_LIMIT,
     DEFAULT_NODE_CEILINGS,
@@ -322,6 +323,36 @@ SETTINGS: Final = (
         "holds, waits and queue places one answer of who blocks a name (tenure why) may "
         "look at; past it the chain stops and says it was cut (default: %(default)s)",
         in_range(1, 10_000_000),
+    ),
+    Setting(
+        "contention_names",
+        int,
+        CONTENTION_NAMES,
+        "N",
+        "names the statistics per name keep at most (tenure top, /metrics), the most "
+        "contended ones; each costs about 1 KB to 5.5 KB, counted in --memory-budget; "
+        "0 = keep none, 0 to 100000 (default: %(default)s)",
+        in_range(0, 100_000),
+    ),
+    Setting(
+        "contention_share",
+        float,
+        CONTENTION_SHARE,
+        "FRACTION",
+        "the part of --contention-names one token's names may fill while another "
+        "token's are kept (its new names then push out its own), more than 0 and at "
+        "most 1 (default: %(default)s)",
+        in_range(0, 1, above=True),
+    ),
+    Setting(
+        "contention_series",
+        int,
+        CONTENTION_SERIES,
+        "N",
+        "names /metrics shows the statistics of (tenure_name_wait_seconds{node,name} and "
+        'the rest), the most waited; everything else in one series, name="other"; '
+        "0 to 10000 (default: %(default)s)",
+        in_range(0, 10_000),
     ),
     Setting(
         "idle_timeout",

@@ -55,6 +55,7 @@ from tenure._core import (
     Release,
     Renew,
     ResumeSession,
+    TopNames,
     WatchPrefix,
     WhyName,
 )
@@ -87,6 +88,7 @@ READ_ONLY: Final = frozenset(
         ListNodes,
         ListSemaphores,
         ListSessions,
+        TopNames,
         WatchPrefix,
         WhyName,
     }

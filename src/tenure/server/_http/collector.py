@@ -31,6 +31,9 @@ counts; any other caller of ``collect`` has them counted there, at once. The ser
 * with ``--audit-log``, ``tenure_audit_lines_dropped_total``: audit lines dropped
   because the writer's queue was full or the file could not be written
   (:mod:`tenure.server._audit`: the server never waits on its disk);
+* the statistics per name: ``tenure_name_wait_seconds{node,name}`` and the rest, at
+  most ``--contention-series`` names and ``other``
+  (:mod:`tenure.server._http.contention_series`);
 * ``tenure_gc_frozen_objects`` and ``tenure_gc_freezes_total``: what the cyclic
   collector no longer walks, and the long full collections that froze it
   (``--gc-freeze-after``: :mod:`tenure._runtime.collector`);
@@ -38,8 +41,9 @@ counts; any other caller of ``collect`` has them counted there, at once. The ser
   (:mod:`tenure.server._http.cluster_view`), read from its role; on a standby the
   engine's gauges are those of its replica, the follower's engine.
 
-Totals over the whole server: per-node series would be up to ``max_nodes`` (10,000)
-of each, too many for a metrics system; the listing API answers per node.
+Totals over the whole server (but for the statistics per name, bounded): per-node
+series would be up to ``max_nodes`` (10,000) of each, too many for a metrics system;
+the listing API answers per node.
 """
 
 from __future__ import annotations
@@ -56,6 +60,7 @@ from tenure._core.deadlocks import LOOKED
 from tenure._runtime import collector as gc_collector
 from tenure.server._audit import AuditLog
 from tenure.server._http.cluster_view import cluster_families
+from tenure.server._http.contention_series import CONTENTION_SERIES, contention_families
 from tenure.server._http.metrics import ServerMetrics
 from tenure.server._http.readiness import Readiness
 from tenure.server._net.throttle import Throttle
@@ -106,6 +111,8 @@ class StateCollector:
         self._audit = audit
         #: Counted by :meth:`count` for the next :meth:`collect` (None: count there).
         self._counted: tuple[Engine, Counts] | None = None
+        #: How many names the statistics per name show (``--contention-series``).
+        self.contention_series = CONTENTION_SERIES
 
     async def count(self, budget: int) -> None:
         """Walk the engine's semaphores ``budget`` at a time, letting the loop serve
@@ -196,6 +203,7 @@ class StateCollector:
             yield GaugeMetricFamily(f"tenure_{name}", documentation, value=float(value))
         yield from _quota_families(engine)
         yield from _deadlock_families(engine)
+        yield from contention_families(engine.name_stats, self.contention_series)
         connections = GaugeMetricFamily(
             "tenure_connections",
             "Client connections open, by protocol.",

@@ -83,6 +83,7 @@ class Endpoint:
         """
         config = ServeConfig() if config is None else config
         self._config = config
+        self.application.app[STATE].contention_series = config.contention_series
         limits = self._limits = HttpLimits(
             max_connections=config.http_max_connections,
             idle_timeout=config.http_idle_timeout,

@@ -84,6 +84,7 @@ from tenure._core import (
     ResumeSession,
     SetNodeAnnex,
     SwapSemaphoreData,
+    TopNames,
     UpdateSemaphore,
     WatchPrefix,
     WhyName,
@@ -123,6 +124,7 @@ READ_ONLY_COMMANDS: Final[frozenset[type[Command[object]]]] = frozenset(
         ListSemaphores,
         ListSessions,
         WhyName,
+        TopNames,
         ClusterStatus,  # (the server's own: members' addresses and log positions)
     }
 )
@@ -240,6 +242,8 @@ def command_node(command: Command[object], sessions: Mapping[int, SessionLike]) 
         CreateSession | KillSession | ListSemaphores | ListSessions | ReleaseClaim | WhyName,
     ):
         return command.node
+    if isinstance(command, TopNames):
+        return command.node or None  # ("": every node; denial() asks for every node)
     session_id = getattr(command, "session_id", None)
     session = sessions.get(session_id) if isinstance(session_id, int) else None
     return session.node if session is not None else None
@@ -258,6 +262,13 @@ def denial(token: Token, command: Command[object], node: str | None) -> str | No
     if node is not None and not token.may_touch(node):
         patterns = ", ".join(token.nodes or ())
         return f"token {token.name!r} may not send {name}{where}: it is limited to {patterns}"
+    if isinstance(command, TopNames) and not command.node and token.nodes is not None:
+        # Every node's names would show the names of nodes it may not read.
+        patterns = ", ".join(token.nodes)
+        return (
+            f"token {token.name!r} may not send {name} for every node: it is limited to "
+            f"{patterns} (name one of its nodes)"
+        )
     return None
 
 
