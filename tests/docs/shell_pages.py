@@ -431,7 +431,7 @@ BLOCKS: dict[tuple[str, str], ShellBlock] = {
         nodes=("shop",),
         lines=(
             Line(
-                r"^tenure top shop ",
+                r"^tenure top shop$",
                 background=r"the most contended names of node 'shop', by wait",
                 stop=signal.SIGINT,
                 stopped=None,
