@@ -1,8 +1,8 @@
 """Every metric the Grafana dashboard (``deploy/grafana/tenure.json``) and the alert
 rules (``deploy/prometheus/alerts.yaml``) name is one a real server's ``/metrics``
 exports: a standalone ``tenure serve`` with every optional series turned on (an auth
-file, an audit log, a memory budget) and a cluster's member (the ``tenure_cluster_*``
-series), scraped and read with prometheus_client's parser."""
+file, an audit log, a memory budget, ``--long-hold-seconds``) and a cluster's member
+(the ``tenure_cluster_*`` series), scraped and read with prometheus_client's parser."""
 
 from __future__ import annotations
 
@@ -55,6 +55,8 @@ def exported(tmp_path_factory: pytest.TempPathFactory, etcd_member: EtcdCluster)
         str(http_port),
         "--audit-log",
         str(root / "audit.log"),
+        "--long-hold-seconds",
+        "3600",
     )
     with standalone, TenureCluster(root / "cluster", etcd_member.endpoints, size=1) as cluster:
         names = exported_series(wait_http(f"http://127.0.0.1:{http_port}/metrics").decode())

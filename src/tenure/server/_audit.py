@@ -74,6 +74,7 @@ ACTS: Final = frozenset(
         "quota_refused",
         "reload",
         "backup",
+        "long_hold",
     }
 )
 #: A string of ``what`` longer than this is cut (names are bounded by the engine's

@@ -51,6 +51,7 @@ from tenure.server._config.quota_settings import default_quota
 from tenure.server._config.serve_config import ServeConfig
 from tenure.server._durability.identity import server_secret
 from tenure.server._face_set import FaceSet
+from tenure.server._long_holds import LongHolds
 from tenure.server._net.acts import ServerActs
 from tenure.server._net.auth import Tokens
 from tenure.server._net.gate import Conn, Gate
@@ -196,6 +197,18 @@ class Server:
         #: The backups being taken now, over HTTP and the native protocol together
         #: (``--max-backups``).
         self.backup_slots = BackupSlots(config.max_backups)
+        #: What tells of holds past ``--long-hold-seconds`` (None: not set).
+        self.long_holds = (
+            LongHolds(
+                config.long_hold_seconds,
+                lambda: self.host.engine,
+                self.host.clock.now,
+                self.audit if self.audit.on else None,
+                config.step_budget,
+            )
+            if config.long_hold_seconds
+            else None
+        )
 
     def act_with(self, acts: ServerActs) -> None:
         """Answer the operator's acts on the server itself (ReadBackup, ReloadFiles:
@@ -218,6 +231,8 @@ class Server:
             self.served.start()
             self.faces.start()
             await self.faces.listen(partial(setattr, self, "binding"))
+            if self.long_holds is not None and self.role.leading:
+                self.long_holds.start()  # (a standby's holds are its leader's to tell)
         except OSError:
             self._stopping = True  # (nothing was served: stop() has nothing to say)
             self.reception.close()
@@ -252,6 +267,8 @@ class Server:
         if self._stopping or self.served.dead:
             return
         self._stopping = True
+        if self.long_holds is not None:
+            self.long_holds.stop()
         conns = self.reception.conns
         log.info("shutting down", extra={"fields": {"connections": len(conns)}})
         self.reception.close()
@@ -297,6 +314,8 @@ class Server:
             return
         self.stepped_down = why
         self._stopping = True
+        if self.long_holds is not None:
+            self.long_holds.stop()
         self.reception.close()
         self.faces.stop()
         self.served.abandon()

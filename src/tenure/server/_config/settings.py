@@ -355,6 +355,16 @@ SETTINGS: Final = (
         in_range(0, 10_000),
     ),
     Setting(
+        "long_hold_seconds",
+        float,
+        0.0,
+        "SECONDS",
+        "a hold held this long or longer is told of once: a long_hold log line, a "
+        "long_hold audit record, tenure_long_holds_total; the holds are walked every "
+        "quarter of it (1 to 60 s); 0 = never, up to 31622400 (default: %(default)s)",
+        in_range(0, 31_622_400),
+    ),
+    Setting(
         "idle_timeout",
         float,
         DEFAULT_IDLE_TIMEOUT,

@@ -34,6 +34,8 @@ counts; any other caller of ``collect`` has them counted there, at once. The ser
 * the statistics per name: ``tenure_name_wait_seconds{node,name}`` and the rest, at
   most ``--contention-series`` names and ``other``
   (:mod:`tenure.server._http.contention_series`);
+* with ``--long-hold-seconds``, ``tenure_long_holds_total``: holds held that long,
+  each counted once (:mod:`tenure.server._long_holds`);
 * ``tenure_gc_frozen_objects`` and ``tenure_gc_freezes_total``: what the cyclic
   collector no longer walks, and the long full collections that froze it
   (``--gc-freeze-after``: :mod:`tenure._runtime.collector`);
@@ -63,6 +65,7 @@ from tenure.server._http.cluster_view import cluster_families
 from tenure.server._http.contention_series import CONTENTION_SERIES, contention_families
 from tenure.server._http.metrics import ServerMetrics
 from tenure.server._http.readiness import Readiness
+from tenure.server._long_holds import LongHolds
 from tenure.server._net.throttle import Throttle
 from tenure.server._role import Role
 
@@ -89,7 +92,8 @@ class StateCollector:
     ``connections()`` the open client connections by protocol; ``role()`` the running
     server's role (None before it serves); ``throttle()`` the throttle of its
     authentication failures (None: no auth file, or not serving yet); ``audit()`` the
-    audit log (None: no ``--audit-log``, or not serving yet).
+    audit log (None: no ``--audit-log``, or not serving yet); ``long_holds()`` what
+    tells of long holds (None: no ``--long-hold-seconds``, or not serving yet).
     """
 
     def __init__(
@@ -101,6 +105,7 @@ class StateCollector:
         role: Callable[[], Role | None] = lambda: None,
         throttle: Callable[[], Throttle | None] = lambda: None,
         audit: Callable[[], AuditLog | None] = lambda: None,
+        long_holds: Callable[[], LongHolds | None] = lambda: None,
     ) -> None:
         self._readiness = readiness
         self._metrics = metrics
@@ -109,6 +114,7 @@ class StateCollector:
         self._role = role
         self._throttle = throttle
         self._audit = audit
+        self._long_holds = long_holds
         #: Counted by :meth:`count` for the next :meth:`collect` (None: count there).
         self._counted: tuple[Engine, Counts] | None = None
         #: How many names the statistics per name show (``--contention-series``).
@@ -184,6 +190,14 @@ class StateCollector:
                 "Audit log lines dropped (--audit-log): its queue was full (the disk was "
                 "slower than the acts) or the file could not be written.",
                 value=float(audit.dropped),
+            )
+        long_holds = self._long_holds()
+        if long_holds is not None:
+            yield CounterMetricFamily(
+                "tenure_long_holds",
+                "Holds held --long-hold-seconds or longer, each counted once (its "
+                "long_hold log line and audit record).",
+                value=float(long_holds.told),
             )
         yield from _gc_families()
         engine = self._engine()

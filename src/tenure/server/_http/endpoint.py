@@ -26,6 +26,7 @@ from tenure.server._http.listener import HttpLimits, http_tls_context
 from tenure.server._http.login import add_login_routes
 from tenure.server._http.metrics import ServerMetrics
 from tenure.server._http.readiness import Phase, Readiness
+from tenure.server._long_holds import LongHolds
 from tenure.server._net.throttle import Throttle
 from tenure.server._role import STANDALONE, Role
 from tenure.server._serve import Server
@@ -60,6 +61,7 @@ class Endpoint:
             self._role,
             self._throttle,
             self._audit,
+            self._long_holds,
         )
         registry.register(state)
         self.application.app[STATE] = state  # (/metrics counts with it before a scrape)
@@ -141,6 +143,10 @@ class Endpoint:
     def _audit(self) -> AuditLog | None:
         server = self.application.serving.server
         return None if server is None or not server.audit.on else server.audit
+
+    def _long_holds(self) -> LongHolds | None:
+        server = self.application.serving.server
+        return None if server is None else server.long_holds
 
     def _connections(self) -> dict[str, int]:
         server = self.application.serving.server
