@@ -113,7 +113,7 @@ def test_the_first_view_rides_in_the_page_as_data_never_as_markup(
         with client.session("jobs", description=sneaky) as session, session.mutex("m"):
             with urllib.request.urlopen(served.page_url, timeout=WAIT) as answer:
                 html = answer.read().decode()
-            assert html.count("</script>") == 3  # the page's own three elements: no more
+            assert html.count("</script>") == 4  # the page's own four elements: no more
             assert "\\u003c/script\\u003e" in html
             page.goto(served.page_url)
             owner = 'tr.semaphore[data-name="m"] .owner .desc'

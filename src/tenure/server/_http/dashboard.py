@@ -3,7 +3,9 @@
 One page (``static/dashboard.html``, its script and style) that shows nodes, the
 busiest first and the idle ones folded (:mod:`tenure.server._http.board_activity`),
 semaphores with their owners and waiters (a holder whose client is disconnected
-marked so), sessions, and the grant and expiry rates. The page comes with the view
+marked so), sessions, and the grant and expiry rates; and the contention view, the
+most contended names and a chosen name's chain of holders that wait, drawn as a graph
+(:mod:`tenure.server._http.dashboard_contention`). The page comes with the view
 in it, drawn before its first paint (:mod:`tenure.server._http.dashboard_page`), and
 is kept up to date by server-sent events (:mod:`tenure.server._http.dashboard_stream`):
 a view (:mod:`tenure.server._http.board`) whenever it changed, at most
@@ -46,6 +48,7 @@ from __future__ import annotations
 
 from aiohttp import web
 
+from tenure.server._http.dashboard_contention import top_answer, why_answer
 from tenure.server._http.dashboard_kill import kill
 from tenure.server._http.dashboard_page import STATIC, board_now, no_icon, page, static
 from tenure.server._http.dashboard_stream import events
@@ -67,3 +70,5 @@ def add_dashboard_routes(app: web.Application) -> None:
     app.router.add_get("/dashboard/api/board", board_now)
     app.router.add_get("/dashboard/api/events", events)
     app.router.add_post("/dashboard/api/kill", kill)
+    app.router.add_get("/dashboard/api/top", top_answer)
+    app.router.add_get("/dashboard/api/why", why_answer)

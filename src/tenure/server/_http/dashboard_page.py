@@ -36,6 +36,7 @@ STATIC: Final = {
     "/dashboard/recipes.js": ("dashboard_recipes.js", "text/javascript"),
     "/dashboard/app.js": ("dashboard.js", "text/javascript"),
     "/dashboard/app.css": ("dashboard.css", "text/css"),
+    "/dashboard/contention.js": ("dashboard_contention.js", "text/javascript"),
 }
 
 #: What JSON inside an HTML element must not contain as itself (``</script>``, an

@@ -1,0 +1,129 @@
+// The dashboard's contention view: the most contended names (GET /dashboard/api/top,
+// what `tenure top` shows), refreshed every two seconds while the board is shown, and,
+// for a name clicked, who blocks it (GET /dashboard/api/why, what `tenure why` shows),
+// its chain of holders that wait drawn as a graph, the asked name on the left and the
+// roots (holders that wait for nothing) on the right. Names and descriptions are user
+// input: they only ever become text (textContent), never markup.
+"use strict";
+
+const CONTENTION_EVERY = 2000; // ms between two refreshes of the table
+const SVG_NS = "http://www.w3.org/2000/svg";
+let contentionShown = null; // the table last drawn, as JSON: redrawn only when it changed
+let chosen = null; // {node, name} whose chain is drawn, or null
+
+function contentionSort() {
+  return document.getElementById("contention-sort").value;
+}
+
+async function refreshContention() {
+  const section = document.getElementById("contention");
+  if (document.getElementById("board").hidden) return; // (logged out: nothing to ask)
+  const window_ = document.getElementById("contention-window").value;
+  const query = "?window=" + window_ + "&sort=" + contentionSort() + "&limit=10";
+  const response = await fetch(API + "/top" + query, { credentials: "same-origin" }).catch(() => null);
+  if (!response || !response.ok) return;
+  const answer = await response.json();
+  const text = JSON.stringify(answer.names);
+  section.hidden = false;
+  if (text === contentionShown) return;
+  contentionShown = text;
+  const body = document.getElementById("contention-rows");
+  const seconds = (s) => (s === null ? "-" : s < 1 ? Math.round(s * 1000) + "ms" : duration(s));
+  body.replaceChildren(...answer.names.map((stat) => {
+    const pick = el("button", { type: "button", class: "pick who", "data-node": stat.node, "data-name": stat.name },
+      stat.name);
+    pick.addEventListener("click", () => showWhy(stat.node, stat.name));
+    return el("tr", { class: "contended-name", "data-node": stat.node, "data-name": stat.name },
+      el("td", { class: "who" }, stat.node), el("td", {}, pick),
+      el("td", { class: "num" }, seconds(stat.wait_seconds)),
+      el("td", { class: "num" }, stat.grants), el("td", { class: "num" }, stat.timeouts),
+      el("td", { class: "num" }, stat.queue), el("td", { class: "num" }, seconds(stat.longest_hold)),
+      el("td", { class: "num" }, seconds(stat.wait_p50) + " / " + seconds(stat.wait_p99)));
+  }));
+  document.getElementById("contention-empty").hidden = answer.names.length > 0;
+  if (chosen) showWhy(chosen.node, chosen.name);
+}
+
+async function showWhy(node, name) {
+  chosen = { node, name };
+  const box = document.getElementById("why");
+  const query = "?node=" + encodeURIComponent(node) + "&name=" + encodeURIComponent(name);
+  const response = await fetch(API + "/why" + query, { credentials: "same-origin" }).catch(() => null);
+  const answer = response ? await response.json().catch(() => ({})) : {};
+  if (!response || !response.ok) {
+    box.replaceChildren(el("p", { class: "muted" }, "who blocks " + name + ": " + (answer.error || "no answer")));
+    return;
+  }
+  box.replaceChildren(el("h3", {}, "Who blocks " + name + " (node " + node + ")"),
+    el("p", { class: "muted why-summary" }, answer.waiters_total + " waiting, " + answer.holders_total +
+      " holding; " + (answer.roots.length ? "root: " + answer.roots.map((r) => r.name).join(", ") : "no root")),
+    chainGraph(answer));
+}
+
+// The chain as columns: the asked name's holders first, then what each waits on, to
+// the roots; an arrow from a holder to each name it waits for.
+function chainGraph(report) {
+  const depth = new Map(); // "name session" -> its column
+  const key = (link) => link.name + " " + link.session_id;
+  for (const link of report.chain) {
+    if (link.name === report.name) depth.set(key(link), 0);
+  }
+  for (const link of report.chain) { // (breadth first already: parents come first)
+    const d = depth.has(key(link)) ? depth.get(key(link)) : 0;
+    depth.set(key(link), d);
+    for (const other of report.chain) {
+      if (link.waits_on.includes(other.name) && !depth.has(key(other))) depth.set(key(other), d + 1);
+    }
+  }
+  const roots = new Set(report.roots.map((r) => r.name + " " + r.session_id));
+  const described = new Map(report.holders.map((h) => [h.session_id, h.description]));
+  for (const r of report.roots) described.set(r.session_id, r.description);
+  const width = 230, height = 50, gapX = 70, gapY = 14;
+  const rows = new Map();
+  const place = new Map();
+  for (const link of report.chain) {
+    const d = depth.get(key(link));
+    const row = rows.get(d) || 0;
+    rows.set(d, row + 1);
+    place.set(key(link), { x: 10 + d * (width + gapX), y: 10 + row * (height + gapY) });
+  }
+  const columns = Math.max(1, ...[...depth.values()].map((d) => d + 1));
+  const tallest = Math.max(1, ...rows.values());
+  const svg = document.createElementNS(SVG_NS, "svg");
+  svg.setAttribute("class", "chain");
+  svg.setAttribute("width", 20 + columns * (width + gapX));
+  svg.setAttribute("height", 20 + tallest * (height + gapY));
+  const shape = (tag, attrs, text) => {
+    const node = document.createElementNS(SVG_NS, tag);
+    for (const [k, v] of Object.entries(attrs)) node.setAttribute(k, String(v));
+    if (text !== undefined) node.textContent = text;
+    return node;
+  };
+  for (const link of report.chain) {
+    const from = place.get(key(link));
+    for (const other of report.chain) {
+      if (!link.waits_on.includes(other.name)) continue;
+      const to = place.get(key(other));
+      svg.append(shape("line", { class: "waits", x1: from.x + width, y1: from.y + height / 2,
+        x2: to.x, y2: to.y + height / 2, "data-from": link.name, "data-to": other.name }));
+    }
+  }
+  for (const link of report.chain) {
+    const at = place.get(key(link));
+    const root = roots.has(key(link));
+    const group = shape("g", { class: "link" + (root ? " root" : ""), "data-name": link.name,
+      "data-session-id": link.session_id });
+    group.append(shape("rect", { x: at.x, y: at.y, width, height, rx: 5 }),
+      shape("text", { x: at.x + 8, y: at.y + 19, class: "name" }, link.name + (root ? "  (root)" : "")),
+      shape("text", { x: at.x + 8, y: at.y + 38, class: "holder" },
+        "held by session " + link.session_id + (described.get(link.session_id) ? ": " + described.get(link.session_id) : "")));
+    svg.append(group);
+  }
+  return svg;
+}
+
+for (const id of ["contention-sort", "contention-window"]) {
+  document.getElementById(id).addEventListener("change", () => { contentionShown = null; refreshContention(); });
+}
+setInterval(refreshContention, CONTENTION_EVERY);
+refreshContention();
