@@ -360,10 +360,17 @@ async def test_node_limited_token_is_denied_other_nodes(
             DescribeNode("billing"),
             CreateSession("billing", b"k"),
             AttachSession(foreign, b"kb", 2),  # the session's node decides
+            WhyName("billing", "m"),  # (who blocks a name there: not its to read)
+            TopNames("billing"),
         ):
             failure = await jobs.fail(command)
             assert failure.code is ErrorCode.PERMISSION_DENIED, command
             assert "on node 'billing'" in failure.message
+        # Every node's contended names would name the others' names: refused too.
+        failure = await jobs.fail(TopNames(""))
+        assert failure.code is ErrorCode.PERMISSION_DENIED
+        assert "for every node" in failure.message
+        assert (await jobs.call(TopNames("jobs"))).names == ()
         session = (await jobs.call(CreateSession("jobs", b"kj"))).session_id
         got = await jobs.call(Acquire(session, "deploy", MAX_COUNT, request_id=1, ephemeral=True))
         assert got.token is not None
