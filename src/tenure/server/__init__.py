@@ -46,7 +46,8 @@ By concern:
   ``/healthz``, ``/readyz``; the ``server`` extra), fed through the hooks of
   :mod:`tenure.server._observe`; :mod:`tenure.server._logs`: the log's formats;
   :mod:`tenure.server._audit`: the audit log of ``--audit-log`` (a JSON line per
-  administrative act and refusal, written off the loop);
+  administrative act and refusal, written off the loop); :mod:`tenure.server._long_holds`:
+  ``--long-hold-seconds``, each hold past it told once (log, audit, metrics);
 * :mod:`tenure.server._cluster`: ``tenure serve --cluster``, several servers as one
   replicated service over a log in etcd: a member's terms as standby and leader, its
   fenced appends, its warm engine (docs/cluster.md).
