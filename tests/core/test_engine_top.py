@@ -220,3 +220,19 @@ def test_a_resumed_engine_counts_afresh_on_its_new_clock() -> None:
     assert engine.name_stats.grants == 0
     assert engine.ledger.kept_bytes == 0
     assert top(engine, 5_000.0).names == ()
+
+
+def test_a_smaller_capacity_given_later_pushes_out_what_is_past_it() -> None:
+    ledger = QuotaLedger()
+    stats = NameStats(ledger, capacity=100)
+    for i in range(100):  # (a replay's, kept at the default capacity)
+        stats.queued_on("n", f"m{i}", "", 0.0)
+    stats.resize(10, 0.5)
+    assert stats.kept <= 10
+    assert (stats.capacity, stats.share) == (10, 0.5)
+    assert ledger.kept_bytes == stats.bytes
+    stats.resize(0, 0.5)
+    assert stats.kept == 0
+    assert stats.nodes == {}
+    assert ledger.kept_bytes == 0
+    assert stats.queued == 100  # (the totals stay)

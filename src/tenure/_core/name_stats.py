@@ -42,21 +42,10 @@ from typing import Final
 from tenure._core.quotas import QuotaLedger, Usage
 
 __all__ = [
-    "BUCKETS",
-    "CONTENTION_NAMES",
-    "CONTENTION_SERIES",
-    "CONTENTION_SHARE",
-    "ENTRY_BYTES",
-    "SLOTS",
-    "SLOT_BYTES",
-    "SLOT_SECONDS",
-    "NameEntry",
-    "NameStats",
-    "Slot",
-    "bucket_of",
-    "bucket_top",
-    "owner_name",
-]
+    "BUCKETS", "CONTENTION_NAMES", "CONTENTION_SERIES", "CONTENTION_SHARE", "ENTRY_BYTES",
+    "SLOTS", "SLOT_BYTES", "SLOT_SECONDS", "NameEntry", "NameStats", "Slot", "bucket_of",
+    "bucket_top", "owner_name",
+]  # fmt: skip
 
 #: How many names the sketch keeps, by default (``tenure serve --contention-names``).
 CONTENTION_NAMES: Final = 1_000
@@ -220,6 +209,17 @@ class NameStats:
         self.queued = self.grants = self.timeouts = self.cancelled = 0
         self.losses = self.releases = 0
         self.wait_total = self.hold_total = 0.0
+
+    def resize(self, capacity: int, share: float) -> None:
+        """Keep at most ``capacity`` names from now on, each owner's ``share`` of them
+        (the host's settings, given once its engine is recovered: what a replay kept
+        past them is pushed out now; 0 forgets every kept name, not the totals)."""
+        self.capacity, self.share = capacity, share
+        if capacity <= 0:
+            for node in list(self.nodes):
+                self.forget_node(node)
+        while self.kept > capacity:
+            self._push_out("\0")  # (an owner with no name: pushed out from everyone's)
 
     def charge(self, amount: int) -> None:
         """Count ``amount`` more bytes (fewer if negative) in the memory estimate."""

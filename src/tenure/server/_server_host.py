@@ -135,8 +135,7 @@ def server_host(
     # memory budget are the server's: tenure._core.quotas.)
     engine.deadlock_search_limit = config.deadlock_search_limit
     engine.why_look_limit = config.why_look_limit
-    engine.name_stats.capacity = config.contention_names
-    engine.name_stats.share = config.contention_share
+    engine.name_stats.resize(config.contention_names, config.contention_share)
     engine.max_nodes = config.max_nodes
     engine.max_prefix_watches_per_node = config.max_prefix_watches_per_node
     engine.max_watches_per_semaphore = config.max_watches_per_semaphore
