@@ -719,3 +719,25 @@ def test_the_server_never_failed(server: ServerProcess) -> None:
     # Last in the module: after everything above, the one server still runs, clean.
     assert server.proc.poll() is None, f"the server exited: {server.output()}"
     assert_clean_log(server)
+
+
+async def test_a_backup_read_is_answered_before_an_end_of_stream_closes(
+    server: ServerProcess,
+) -> None:
+    # Found by test_commands_on_a_live_session (CI, 2026-11-28): a backup read still
+    # waiting for its first bytes, a later request answered at once, then the client's
+    # end of stream: the connection closed with the read's answer owed. Now the
+    # connection's later frames wait for a read's answer, as for a reload's.
+    from tenure._protocol.admin import ReadBackup
+
+    codec = ClientConnection(max_frame_size=MIN_MAX_FRAME_SIZE)
+    raw = await Raw.open(server.port)
+    try:
+        raw.send(codec.send(Hello(client_name="fuzz", max_frame_size=MIN_MAX_FRAME_SIZE)))
+        assert isinstance(await raw.receive(codec), Welcome)
+        for request_id, command in enumerate((ReadBackup(0, 2326), ReadBackup(0, 0)), 1):
+            raw.send(encode_frame(encode_message(Request(request_id, command))))
+        await raw.conclude()  # (every request answered, in order, then closed)
+    finally:
+        raw.close()
+    await assert_healthy(server)

@@ -16,6 +16,7 @@ import {
   type WhyReport,
 } from "./replies.js";
 import { Link } from "./link.js";
+import { TOP_PAGE, TOP_SORTS, TOP_WINDOWS, mergeTopReports, readTopReport, type TopReport, type TopSort } from "./top.js";
 import { releaseClaim } from "./claim.js";
 import { openSession, type Session, type SessionOptions } from "./session.js";
 import { doorText, parseUrl } from "./url.js";
@@ -49,6 +50,16 @@ export interface WhyOptions {
   /** Leave out the first `after` waiters (0, the default: from the first). */
   readonly after?: number;
   /** At most this many holders, waiters and chain links: 1 to 10 000 (default `WHY_PAGE`, 100). */
+  readonly limit?: number;
+}
+
+/** What `client.top` takes besides the node. */
+export interface TopOptions {
+  /** The window the counts are over, in ms: 60 000 (the default) or 300 000. */
+  readonly window?: number;
+  /** What to sort by, largest first: "wait" (the default), "queue", "hold", "grants", "timeouts". */
+  readonly sort?: TopSort;
+  /** At most this many names: 1 to 10 000 (default `TOP_PAGE`, 20). */
   readonly limit?: number;
 }
 
@@ -194,6 +205,40 @@ export class Client implements AsyncDisposable {
       throw new UnsupportedError(`why needs protocol version 9; this server speaks ${link.protocolVersion}`);
     }
     return readWhyReport(await link.request(commands.why(node, name, after, limit)));
+  }
+
+  /**
+   * The most contended names of `node` ("": of every node, which needs a token for
+   * every node): the `limit` names with the most `sort` over the last `window` ms
+   * (TopReport). The server keeps statistics of a bounded number of names, the most
+   * contended (a name is kept from its first queued request). An
+   * `InvalidArgumentError` for a bad node, window, sort or limit (before anything is
+   * sent); a `NotFoundError` for no such node; an `UnsupportedError` from a server
+   * older than protocol version 9 (never sent).
+   */
+  async top(node = "", options: TopOptions = {}): Promise<TopReport> {
+    const { window = TOP_WINDOWS[0], sort = "wait", limit = TOP_PAGE } = options;
+    if (node !== "") checkName("node", node);
+    if (!(TOP_WINDOWS as readonly number[]).includes(window)) {
+      throw new InvalidArgumentError(`window must be 60000 or 300000 ms, got ${String(window)}`);
+    }
+    if (!(TOP_SORTS as readonly string[]).includes(sort)) {
+      throw new InvalidArgumentError(`sort must be one of ${TOP_SORTS.join(", ")}, got ${String(sort)}`);
+    }
+    if (!Number.isInteger(limit) || limit < 1 || limit > MAX_WHY_PAGE) {
+      throw new InvalidArgumentError(`limit must be an integer in [1, ${MAX_WHY_PAGE}], got ${String(limit)}`);
+    }
+    // Of every node: every server's (a sharded store's keep their own nodes'), merged.
+    const links = node === "" ? this.shards.map((shard) => shard.link) : [this.linkFor(node)];
+    const reports: TopReport[] = [];
+    for (const link of links) {
+      await link.open();
+      if (link.protocolVersion < 9) {
+        throw new UnsupportedError(`top needs protocol version 9; this server speaks ${link.protocolVersion}`);
+      }
+      reports.push(readTopReport(await link.request(commands.top(node, window / 1000, sort, limit))));
+    }
+    return reports.length === 1 ? reports[0]! : mergeTopReports(reports, limit);
   }
 
   /** Drop the node; with `force`, even with live sessions (which end). */

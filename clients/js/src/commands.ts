@@ -116,6 +116,8 @@ export const commands = {
   listSemaphores: (node: string, prefix: string, after: string, limit: number): WireCommand => [29, node, prefix, after, limit],
   /** WhyName (protocol version 9): who blocks `name` of `node`, a page of `limit` holders and of waiters after the `after`-th. */
   why: (node: string, name: string, after: number, limit: number): WireCommand => [8, node, name, after, limit],
+  /** TopNames (protocol version 9): the `limit` most contended names of `node` ("": every node) by `sort` over `window` seconds. */
+  top: (node: string, window: number, sort: string, limit: number): WireCommand => [9, node, window, sort, limit],
   createSemaphore: (sessionId: number, name: string, limit: bigint, data: Uint8Array): WireCommand => [
     20,
     sessionId,

@@ -9,7 +9,8 @@
  * await doWork(lock.token, lock.signal);
  * ```
  */
-export { Client, MAX_WHY_PAGE, WHY_PAGE, connect, type ConnectOptions, type WhyOptions } from "./client.js";
+export { Client, MAX_WHY_PAGE, WHY_PAGE, connect, type ConnectOptions, type TopOptions, type WhyOptions } from "./client.js";
+export { TOP_PAGE, TOP_SORTS, TOP_WINDOWS, type NameStat, type TopReport, type TopSort } from "./top.js";
 export { Session, type SessionOptions } from "./session.js";
 export { MAX_HOLD } from "./session_state.js";
 export { parseTicket } from "./ticket.js";

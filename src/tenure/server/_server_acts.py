@@ -276,6 +276,10 @@ class BackupReading:
         self._asked.append(request)
         if self._task is None:
             self._task = asyncio.ensure_future(self._answer())
+            # The connection's later frames wait for the answers (Conn.answering), as
+            # a reload's do: its end of stream, read first, would close it with them
+            # owed (a later request answered at once, then the read never).
+            self.conn.answering = self._task
 
     async def _answer(self) -> None:
         """Answer the queued reads (a task while there are some)."""
@@ -312,6 +316,8 @@ class BackupReading:
             self._stop(ErrorCode.INTERNAL, "the backup failed (the server's log says why)")
             await self.stream.close()
         finally:
+            if self.conn.answering is self._task:
+                self.conn.answering = None
             self._task = None
 
     def _stop(self, code: ErrorCode, why: str | None) -> None:
@@ -336,6 +342,8 @@ class BackupReading:
         task, self._task = self._task, None
         if task is not None:
             task.cancel()
+            if self.conn.answering is task:
+                self.conn.answering = None  # (its later frames are read again)
         self._stop(code, why)
         closing = asyncio.ensure_future(self.stream.close())
         closing.add_done_callback(_retrieved)
