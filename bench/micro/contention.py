@@ -5,10 +5,11 @@ names, against what the estimate counts; the time of ``top`` and of a scrape (is
 this checkout imports; the first line says which) through ``--names`` (1,000,000)
 distinct names, each contended once: one session locks it, a second queues behind,
 both release (the name is then dropped: ephemeral), so the state ends as it began and
-what is left is the sketch (``--contention-names`` at its default, 1,000). It prints
+what is left is the sketch (``--contention-names``, 1,000 by default). It prints
 the process's RSS growth (``VmRSS``) beside the sketch's bytes in the memory estimate
 (``QuotaLedger.kept_bytes``), the names kept and pushed out, the time per name (four
-commands), then the time of one TopNames over every node and of the
+commands), then the time of one TopNames over every node (by wait, and by the longest
+hold now: a look at each kept name's semaphore) and of the
 ``/metrics`` families of the names (``--contention-series`` 100): the series each
 family has.
 
@@ -29,7 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # run as a file, t
 
 from tenure._core import MAX_COUNT, Acquire, CreateNode, CreateSession, Engine, Release, TopNames
 from tenure._core import engine as engine_module
-from tenure._core.name_stats import CONTENTION_SERIES
+from tenure._core.name_stats import CONTENTION_NAMES, CONTENTION_SERIES, CONTENTION_SHARE
 from tenure._core.values import NodeConfig
 from tenure.server._http.contention_series import contention_families
 
@@ -48,10 +49,12 @@ def main() -> None:
     """Drive the names, then print one line per measure."""
     args = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     args.add_argument("--names", type=int, default=1_000_000)
+    args.add_argument("--contention-names", type=int, default=CONTENTION_NAMES)
     o = args.parse_args()
     file = engine_module.__file__ or ""
     print(f"engine: {'pure' if file.endswith('.py') else 'compiled'}")
     engine = Engine()
+    engine.name_stats.resize(o.contention_names, CONTENTION_SHARE)
     engine.apply(CreateNode(NODE, NodeConfig()), 0.0)
     one, two = (int(engine.apply(CreateSession(NODE, b"k" * 16), 0.0).session_id) for _ in "12")
     gc.collect()
@@ -75,10 +78,12 @@ def main() -> None:
     print(f"estimate grew (bytes)        {estimate:>12,}  (the sketch: {stats.bytes:,})")
     print(f"RSS grew (bytes)             {grown:>12,}  ({grown / max(estimate, 1):.2f}x it)")
     now = o.names / 1000
-    started = time.perf_counter()
-    report = engine.apply(TopNames("", limit=100), now)
-    print(f"TopNames, every node (ms)    {(time.perf_counter() - started) * 1000:>12.2f}  "
-          f"({len(report.names)} names)")  # fmt: skip
+    for sort in ("wait", "hold"):
+        started = time.perf_counter()
+        report = engine.apply(TopNames("", sort=sort, limit=100), now)
+        took_ms = (time.perf_counter() - started) * 1000
+        print(f"TopNames by {sort:<5} (ms)       {took_ms:>12.2f}  "
+              f"({len(report.names)} of {stats.kept:,} kept names)")  # fmt: skip
     started = time.perf_counter()
     families = list(contention_families(stats, CONTENTION_SERIES))
     took_ms = (time.perf_counter() - started) * 1000

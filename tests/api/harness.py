@@ -33,7 +33,7 @@ __all__ = [
 
 
 #: The names a kit server's statistics keep (``--contention-names``'s most).
-KIT_CONTENTION_NAMES = 100_000
+KIT_CONTENTION_NAMES = 10_000
 
 
 class DictHarness(Harness):

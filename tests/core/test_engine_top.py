@@ -101,6 +101,9 @@ def test_the_most_waited_name_comes_first_and_each_sort_has_its_order() -> None:
     assert (held.queue, held.holders, held.timeouts) == (1, 1, 1)
     assert held.longest_hold == pytest.approx(20.0)
     assert [s.name for s in top(engine, 120.0, limit=1).names] == ["long-waits"]
+    for sort in ("wait", "queue", "hold", "grants", "timeouts"):  # (a page: the full order's head)
+        whole = top(engine, 120.0, sort=sort).names
+        assert top(engine, 120.0, sort=sort, limit=2).names == whole[:2], sort
 
 
 def test_the_window_counts_only_its_slots() -> None:

@@ -8,6 +8,7 @@ number of names (a name never queued on is not contended, and is not kept).
 
 from __future__ import annotations
 
+import heapq
 import math
 
 from tenure._core.checks import check_page_limit
@@ -51,17 +52,31 @@ def top(
     number = int(now // SLOT_SECONDS)
     slots = math.ceil(window / SLOT_SECONDS)
     if node:
-        kept = stats.nodes.get(node, {})
-        rows = [_stat(state, entry, number, slots, now) for entry in kept.values()]
+        entries = list(stats.nodes.get(node, {}).values())
     else:
-        rows = [
-            _stat(state, entry, number, slots, now)
-            for names in stats.nodes.values()
-            for entry in names.values()
-        ]
-    _sort(rows, sort)
+        entries = [entry for names in stats.nodes.values() for entry in names.values()]
+
+    # Every kept name is looked at, but only for what it is sorted by: a row is made
+    # of the ``limit`` first alone (a sum over a window's slots each, not a report).
+    def order(entry: NameEntry) -> tuple[float, float, str, str]:
+        recent = entry.in_window(number, slots)
+        wait = sum(slot.wait for slot in recent)
+        if sort == "wait":
+            measure = wait
+        elif sort == "grants":
+            measure = float(sum(slot.grants for slot in recent))
+        elif sort == "timeouts":
+            measure = float(sum(slot.timeouts for slot in recent))
+        else:
+            queue, _, held = _now(state, entry, now)
+            measure = float(queue) if sort == "queue" else -1.0 if held is None else held
+        return -measure, -wait, entry.node, entry.name
+
+    chosen = heapq.nsmallest(limit, entries, key=order)
+    rows = [_stat(state, entry, number, slots, now) for entry in chosen]
+    _sort(rows, sort)  # (the same order, from the rows: as merge_reports sorts them)
     return TopReport(
-        node, float(window), sort, tuple(rows[:limit]), stats.kept, stats.capacity, stats.evicted
+        node, float(window), sort, tuple(rows), stats.kept, stats.capacity, stats.evicted
     )
 
 
@@ -91,17 +106,7 @@ def _sort(rows: list[NameStat], sort: str) -> None:
 def _stat(state: EngineState, entry: NameEntry, number: int, slots: int, now: float) -> NameStat:
     """What ``entry`` says over its last ``slots`` slots, and its name's state now."""
     recent = entry.in_window(number, slots)
-    node = state.nodes.get(entry.node)
-    sem = None if node is None else node.semaphores.get(entry.name)
-    queue = holders = 0
-    longest: float | None = None
-    if sem is not None:
-        queue = sem.queue_length()
-        owners = sem.owners
-        holders = len(owners)
-        # (Owners are in grant order: the first is the oldest hold, however many.)
-        oldest = next(iter(owners.values()), None)
-        longest = None if oldest is None else max(0.0, now - oldest.since)
+    queue, holders, longest = _now(state, entry, now)
     return NameStat(
         entry.node,
         entry.name,
@@ -121,6 +126,18 @@ def _stat(state: EngineState, entry: NameEntry, number: int, slots: int, now: fl
         max(0.0, now - entry.since),
         entry.error,
     )
+
+
+def _now(state: EngineState, entry: NameEntry, now: float) -> tuple[int, int, float | None]:
+    """``entry``'s name now: its queue, its holders, its longest hold (None: not held)."""
+    node = state.nodes.get(entry.node)
+    sem = None if node is None else node.semaphores.get(entry.name)
+    if sem is None:
+        return 0, 0, None
+    owners = sem.owners
+    # (Owners are in grant order: the first is the oldest hold, however many.)
+    oldest = next(iter(owners.values()), None)
+    return sem.queue_length(), len(owners), None if oldest is None else max(0.0, now - oldest.since)
 
 
 def _percentile(buckets: list[int], q: float) -> float | None:

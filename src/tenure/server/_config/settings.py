@@ -330,9 +330,10 @@ SETTINGS: Final = (
         CONTENTION_NAMES,
         "N",
         "names the statistics per name keep at most (tenure top, /metrics), the most "
-        "contended ones; each costs about 1 KB to 5.5 KB, counted in --memory-budget; "
-        "0 = keep none, 0 to 100000 (default: %(default)s)",
-        in_range(0, 100_000),
+        "contended ones; each costs about 1 KB to 5.5 KB, counted in --memory-budget, "
+        "and a look in each answer of tenure top; 0 = keep none, 0 to 10000 "
+        "(default: %(default)s)",
+        in_range(0, 10_000),
     ),
     Setting(
         "contention_share",
