@@ -150,3 +150,43 @@ def test_the_http_settings_are_checked_at_start_up(tmp_path: Path) -> None:
         parse("--http-max-connections", "0")
     config = parse("--http-header-timeout", "2.5")
     assert (config.http_header_timeout, config.http_idle_timeout) == (2.5, 60.0)
+
+
+def test_a_token_limited_to_some_nodes_is_not_shown_the_names_of_every_node(
+    tmp_path: Path,
+) -> None:
+    # The statistics per name (tenure_name_*) label each series with a node and a
+    # semaphore's name: with --metrics-auth, a token that may not read every node is
+    # shown /metrics without them.
+    import tenure.sync
+
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    auth = tmp_path / "auth.toml"
+    auth.write_text(
+        f'[[token]]\nname = "scraper"\nsecret = "{READER}"\naccess = "read-only"\n'
+        '[[token]]\nname = "ops"\nsecret = "ops-secret-2"\naccess = "read-write"\n'
+        '[[token]]\nname = "shop"\nsecret = "shop-secret-3"\naccess = "read-only"\n'
+        'nodes = ["shop"]\n'
+    )
+    flags = ("--auth-file", str(auth), "--metrics-auth", "true")
+    for server, http in serve(tmp_path / "names", *flags):
+        with tenure.sync.connect(f"tenure://127.0.0.1:{server.port}", token="ops-secret-2") as c:
+            c.create_node("payroll")
+            with c.session("payroll") as holder, c.session("payroll") as waiter:
+                held = holder.mutex("salaries").lock()
+                with pytest.raises(TimeoutError):  # (queued, then timed out: the name is kept)
+                    waiter.mutex("salaries").lock(timeout=0.2)
+                held.release()
+        for secret, shown in ((READER, True), ("shop-secret-3", False)):
+            with connect(http) as sock:
+                sock.sendall(
+                    b"GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n"
+                    + f"Authorization: Bearer {secret}\r\n\r\n".encode()
+                )
+                text = b""
+                while part := sock.recv(65536):
+                    text += part
+            assert text.startswith(b"HTTP/1.1 200")
+            assert (b'name="salaries"' in text) is shown, secret
+            assert (b"tenure_name_wait_seconds_total" in text) is shown, secret
+            assert b"tenure_state_estimate_bytes" in text  # (the rest, for both)

@@ -20,10 +20,12 @@ from typing import Final
 
 from aiohttp import web
 from prometheus_client.exposition import choose_encoder
+from prometheus_client.registry import Collector
 
 from tenure._core.engine import DEFAULT_STEP_BUDGET
 from tenure.server._http import guessing
 from tenure.server._http.collector import StateCollector
+from tenure.server._http.contention_series import WithoutNames
 from tenure.server._http.listener import GuardedSite, HttpLimits
 from tenure.server._http.metrics import ServerMetrics
 from tenure.server._http.peer_faults import PeerFaultLog
@@ -89,8 +91,11 @@ async def metrics(request: web.Request) -> web.Response:
 
     Open to anyone who reaches the port (Prometheus's convention), unless
     ``--metrics-auth``: then a token of the auth file is needed, any access (read-only
-    suffices), as ``Authorization: Bearer SECRET`` (a scraper's ``authorization``).
+    suffices), as ``Authorization: Bearer SECRET`` (a scraper's ``authorization``). A
+    token limited to some nodes is not shown the statistics per name
+    (``tenure_name_*``): they name the semaphores of every node.
     """
+    registry: Collector = request.app[METRICS].registry
     if request.app[METRICS_AUTH]:
         server = request.app[SERVING].server
         if server is None:  # the auth file is the running server's
@@ -100,20 +105,22 @@ async def metrics(request: web.Request) -> web.Response:
         refusal = guessing.blocked(request, tokens)
         if refusal is not None:
             return refusal
-        good = tokens.authenticate(bearer(request)) is not None
-        guessing.attempt(request, tokens, good)
-        if not good:
+        token = tokens.authenticate(bearer(request))
+        guessing.attempt(request, tokens, token is not None)
+        if token is None:
             return web.Response(
                 status=401,
                 text="--metrics-auth: send Authorization: Bearer with a token's secret\n",
                 headers={"WWW-Authenticate": 'Bearer realm="tenure metrics"'},
             )
+        if token.nodes is not None:  # (names of nodes it may not read: left out)
+            registry = WithoutNames(registry)
     state = request.app.get(STATE)
     if state is not None:  # (counted in slices, the loop serving others between)
         server = request.app[SERVING].server
         await state.count(DEFAULT_STEP_BUDGET if server is None else server.config.step_budget)
     encoder, content_type = choose_encoder(request.headers.get("Accept", ""))
-    body = encoder(request.app[METRICS].registry)
+    body = encoder(registry)  # (any collector: the registry, or the part a token sees)
     return web.Response(body=body, headers={"Content-Type": content_type})
 
 

@@ -25,17 +25,20 @@ a counter reset, and ``other`` moves the other way. For a name's exact history, 
 from __future__ import annotations
 
 import heapq
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import Final
 
 from prometheus_client.metrics_core import CounterMetricFamily, Metric
+from prometheus_client.registry import Collector
 
 from tenure._core.name_stats import CONTENTION_SERIES, NameEntry, NameStats
 
-__all__ = ["CONTENTION_SERIES", "OTHER", "contention_families"]
+__all__ = ["CONTENTION_SERIES", "OTHER", "PREFIX", "WithoutNames", "contention_families"]
 
 #: The labels of the series of everything not shown.
 OTHER: Final = ("", "other")
+#: What the families' names begin with.
+PREFIX: Final = "tenure_name_"
 
 _FAMILIES: Final = (
     ("wait_seconds", "Seconds waited by the waits on the name that ended (granted or not)."),
@@ -65,7 +68,7 @@ def contention_families(stats: NameStats, series: int) -> Iterator[Metric]:
     shown = heapq.nlargest(series, kept, key=lambda entry: entry.wait_total) if series else []
     families = [
         CounterMetricFamily(
-            f"tenure_name_{name}",
+            f"{PREFIX}{name}",
             f"{documentation} Per name for the --contention-series most waited; the rest "
             'in name="other".',
             labels=["node", "name"],
@@ -81,3 +84,18 @@ def contention_families(stats: NameStats, series: int) -> Iterator[Metric]:
     for index, family in enumerate(families):
         family.add_metric(list(OTHER), max(0.0, other[index]))
         yield family
+
+
+class WithoutNames(Collector):
+    """``collector``'s families but those of this module: what a token limited to some
+    nodes is shown of ``/metrics`` (``--metrics-auth``), the names of every node's
+    semaphores left out."""
+
+    def __init__(self, collector: Collector) -> None:
+        self._collector = collector
+
+    def collect(self) -> Iterable[Metric]:
+        """Every family of the collector whose name is not a name's statistic."""
+        for family in self._collector.collect():
+            if not family.name.startswith(PREFIX):
+                yield family
