@@ -115,6 +115,44 @@ async def test_the_view_keeps_to_the_limit_and_the_rate_given(tmp_path: Path) ->
                 assert (await served.view())["limits"]["semaphores"] == 2
 
 
+async def _contend(client: tenure.Client, name: str) -> None:
+    """One wait on ``name`` of node jobs: held by one session, queued on by another,
+    let go to it, let go."""
+    async with client.session("jobs") as one, client.session("jobs") as two:
+        held = await one.mutex(name).lock()
+        waiting = asyncio.ensure_future(two.mutex(name).lock())
+        deadline = asyncio.get_running_loop().time() + WAIT
+        while not (await one.semaphore(name).describe(waiters=True)).waiters:
+            assert asyncio.get_running_loop().time() < deadline, f"no waiter on {name}"
+            await asyncio.sleep(0.02)
+        await held.release()
+        await (await waiting).release()
+
+
+async def test_the_top_table_is_read_once_per_interval_for_each_window_and_sort(
+    tmp_path: Path,
+) -> None:
+    # One update per 20 s: what the engine answered is what each request gets until
+    # then, for its window and sort; another window or sort is a read of its own.
+    for served in serve(tmp_path, "--dashboard-rate", "0.05"):
+        async with tenure.connect(served.url) as client:
+            await client.create_node("jobs")
+            await _contend(client, "a")
+
+            async def names(query: str, served: Served = served) -> list[str]:
+                status, answer = await served.request("GET", f"/top?{query}")
+                assert status == 200, answer
+                return sorted(row["name"] for row in answer["names"])
+
+            assert await names("sort=wait") == ["a"]
+            await _contend(client, "b")
+            assert await names("sort=wait") == ["a"]  # read before b was: kept
+            assert await names("sort=grants") == ["a", "b"]
+            assert await names("sort=wait&window=300") == ["a", "b"]
+            assert len(await names("sort=grants&limit=1")) == 1  # (the same read, cut)
+            assert await names("sort=wait") == ["a"]
+
+
 async def test_the_event_stream_pushes_each_change(tmp_path: Path) -> None:
     for served in serve(tmp_path, "--dashboard-rate", "20"):
         timeout = aiohttp.ClientTimeout(total=WAIT)

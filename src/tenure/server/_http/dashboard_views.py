@@ -16,6 +16,7 @@ from typing import Final
 
 from aiohttp import web
 
+from tenure._core.top_report import TopReport
 from tenure.server._config.hosts import LOOPBACK, allowed_hosts
 from tenure.server._http import guessing
 from tenure.server._http.application import METRICS, READINESS, SERVING
@@ -61,6 +62,10 @@ class Dashboard:
         #: ``--dashboard-max-streams-per-token`` each); a holder with none is removed.
         self.streams_of: dict[str, int] = {}
         self._tickets: LoginTickets | None = None
+        #: (window, sort) -> (monotonic time read, every node's most contended names):
+        #: the contention view's reads, at most one each per interval
+        #: (:mod:`tenure.server._http.dashboard_contention`).
+        self.tops: dict[tuple[int, str], tuple[float, TopReport]] = {}
 
     @property
     def server(self) -> Server | None:
