@@ -93,6 +93,27 @@ def test_node_create_describe_alter_drop(url: str, node: str) -> None:
     assert "NotFoundError" in one_error_line(missing)
 
 
+def test_node_long_hold_is_set_zeroed_and_given_back_to_the_server(url: str, node: str) -> None:
+    created = run_tenure("node", "create", node, "--set", "long_hold=300", url=url)
+    assert created.returncode == 0, created.stderr
+    assert read_json("node", "describe", node, url=url)["config"]["long_hold"] == 300.0
+    zeroed = read_json("node", "alter", node, "--set", "long_hold=0", url=url)
+    assert zeroed["config"]["long_hold"] == 0.0
+    table = run_tenure("node", "describe", node, url=url)
+    assert [line for line in table.stdout.splitlines() if "long_hold" in line]
+    # "none" for every setting whose default is None: long_hold, max_hold, default_lease.
+    bounded = read_json("node", "alter", node, "--set", "max_hold=60", url=url)
+    assert bounded["config"]["max_hold"] == 60.0
+    back = read_json(
+        "node", "alter", node, "--set", "long_hold=none", "--set", "max_hold=None", url=url
+    )
+    assert (back["config"]["long_hold"], back["config"]["max_hold"]) == (None, None)
+    refused = run_tenure("node", "alter", node, "--set", "long_hold=-1", url=url)
+    assert refused.returncode != 0
+    assert "long_hold" in one_error_line(refused)
+    assert "long_hold" in run_tenure("node", "create", "--help", url=url).stdout
+
+
 def test_node_settings_are_checked(url: str, node: str) -> None:
     for pair in ("nonsense=1", "max_waiters=many", "lock_delay", "recovery_window=-1"):
         result = run_tenure("node", "create", node, "--set", pair, url=url)

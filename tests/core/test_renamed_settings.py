@@ -73,6 +73,11 @@ def test_stored_settings_keep_the_old_name() -> None:
     bounded = config_to_stored(dataclasses.replace(config, max_hold=9.0))
     assert bounded["max_hold"] == 9.0
     assert config_from_stored(bounded).max_hold == 9.0
+    assert "long_hold" not in bounded
+    for long_hold in (300.0, 0.0):  # (0 is a setting: kept)
+        told = config_to_stored(dataclasses.replace(config, long_hold=long_hold))
+        assert (told["long_hold"], "max_hold" in told) == (long_hold, False)
+        assert config_from_stored(told).long_hold == long_hold
     # Today's name reads too; both at once are left for NodeConfig to refuse.
     assert current_names({"recovery_window": 2.0}) == {"recovery_window": 2.0}
     both = {"session_timeout": 1.0, "recovery_window": 2.0}

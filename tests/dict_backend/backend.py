@@ -86,6 +86,11 @@ def _supported(config: NodeConfig) -> NodeConfig:
         unsupported.append("default_lease")
     if config.max_hold is not None:
         unsupported.append("max_hold")
+    if config.long_hold is not None:  # (it has no server log to tell of long holds in)
+        raise UnsupportedError(
+            "dict:// cannot tell of long holds (long_hold): a node's long_hold needs a "
+            "tenure server (the capability long_holds)"
+        )
     if unsupported:
         raise UnsupportedError(
             f"dict:// cannot honour {', '.join(unsupported)} "

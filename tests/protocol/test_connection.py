@@ -194,18 +194,18 @@ def test_a_server_may_refuse_before_any_hello():
 
 def test_a_foreign_version_is_refused_clearly():
     server = ServerConnection()
-    # A version-10 Hello may have any layout after the version; nothing else is read.
-    server.receive_data(frame_of([1, 10, {"whatever": "v10 sends"}, [1, 2, 3]]))
+    # A version-11 Hello may have any layout after the version; nothing else is read.
+    server.receive_data(frame_of([1, 11, {"whatever": "v11 sends"}, [1, 2, 3]]))
     [hello] = drain(server)
-    assert hello == Hello(10, max_frame_size=MIN_MAX_FRAME_SIZE)
+    assert hello == Hello(11, max_frame_size=MIN_MAX_FRAME_SIZE)
     refusal = version_refusal(hello)
     assert refusal == Refused(
         ErrorCode.UNSUPPORTED,
-        "protocol version 10 is not supported; this server speaks 1, 2, 3, 4, 5, 6, 7, 8, 9",
+        "protocol version 11 is not supported; this server speaks 1, 2, 3, 4, 5, 6, 7, 8, 9, 10",
     )
-    with pytest.raises(LocalProtocolError, match="version 10 is not supported"):
-        server.send(Welcome(version=10))
-    with pytest.raises(LocalProtocolError, match="Welcome is for version 9; Hello was 10"):
+    with pytest.raises(LocalProtocolError, match="version 11 is not supported"):
+        server.send(Welcome(version=11))
+    with pytest.raises(LocalProtocolError, match="Welcome is for version 10; Hello was 11"):
         server.send(Welcome())
     server.send(refusal)
     assert server.state is State.CLOSED
@@ -218,12 +218,13 @@ def test_a_foreign_version_is_refused_clearly():
     assert version_refusal(Hello(version=6)) is None
     assert version_refusal(Hello(version=7)) is None
     assert version_refusal(Hello(version=8)) is None
+    assert version_refusal(Hello(version=9)) is None
 
 
 def test_the_client_only_speaks_its_versions():
     client = ClientConnection()
-    with pytest.raises(LocalProtocolError, match="does not speak protocol version 10"):
-        client.send(Hello(version=10))
+    with pytest.raises(LocalProtocolError, match="does not speak protocol version 11"):
+        client.send(Hello(version=11))
     assert client.state is State.HANDSHAKE
 
 
@@ -231,7 +232,7 @@ def test_a_welcome_for_another_version_is_a_protocol_error():
     client = ClientConnection()
     client.send(Hello())
     client.receive_data(raw_frame(Welcome(version=1)))
-    with pytest.raises(ProtocolError, match="Welcome is for version 1; Hello was 9"):
+    with pytest.raises(ProtocolError, match="Welcome is for version 1; Hello was 10"):
         client.next_event()
 
 

@@ -16,7 +16,8 @@ from tenure._core import WatchFired
 from tenure._core.values import ClientIdentity, OwnerInfo, SemaphoreDescription, WaiterInfo
 from tenure._protocol import LocalProtocolError, Push, Reply
 from tenure._protocol.fanout import FiredPushes, FiredPushReader
-from tenure._protocol.messages import decode_message, encode_message, for_version
+from tenure._protocol.messages import decode_message, encode_message
+from tenure._protocol.older_peers import for_version
 from tenure.errors import ProtocolError
 
 UINT_EDGES = [0, 1, 127, 128, 255, 256, 65_535, 65_536, 2**32 - 1, 2**32, 2**64 - 1]

@@ -39,7 +39,8 @@ from tenure._core import (
 )
 from tenure._core.values import ClientIdentity
 from tenure._protocol import LocalProtocolError, Push, Reply, Request
-from tenure._protocol.messages import MESSAGE, for_version
+from tenure._protocol.messages import MESSAGE
+from tenure._protocol.older_peers import for_version
 from tenure._protocol.payloads import (
     COMMAND,
     EFFECT,
@@ -483,6 +484,42 @@ def test_a_peer_older_than_version_7_is_sent_nodes_without_max_hold() -> None:
     assert isinstance(older, Reply)
     assert older.value == NodeDescription("n", NodeConfig(), 1, 2)
     assert for_version(Reply(3, described), 7) == Reply(3, described)
+
+
+# -- protocol version 10: a node's long_hold -------------------------------------------------
+
+
+def test_long_hold_is_sent_only_when_set_after_max_claims_and_max_hold() -> None:
+    config = NodeConfig(long_hold=300.0)
+    twelve = wire_of(Request(1, CreateNode("n", config)))
+    assert twelve[2][2][-3:] == [NodeConfig().max_claims, None, 300.0]  # (max_hold nil)
+    assert message_of(twelve) == Request(1, CreateNode("n", config))
+    off = NodeConfig(long_hold=0.0, max_hold=30.0)  # (0 is a setting: sent)
+    assert wire_of(Request(1, CreateNode("n", off)))[2][2][-2:] == [30.0, 0.0]
+    assert message_of(wire_of(Request(1, CreateNode("n", off)))) == Request(1, CreateNode("n", off))
+    assert len(wire_of(Request(1, CreateNode("n", NodeConfig(max_hold=30.0))))[2][2]) == 11
+    for value in (300.0, 0.0, None):  # AlterNode's changes: a map, by name
+        alter = Request(1, AlterNode("n", {"long_hold": value}))
+        assert wire_of(alter)[2] == [3, "n", {"long_hold": value}]
+        assert message_of(wire_of(alter)) == alter
+
+
+def test_a_peer_older_than_version_10_is_sent_nodes_without_long_hold() -> None:
+    described = NodeDescription("n", NodeConfig(long_hold=0.0, max_hold=30.0), 1, 2)
+    for version in (7, 8, 9):
+        old = for_version(Reply(3, described), version)
+        assert isinstance(old, Reply)
+        assert old.value == NodeDescription("n", NodeConfig(max_hold=30.0), 1, 2)
+        assert len(wire_of(old)[2][2]) == 11  # the layout that peer knows
+    older = for_version(Reply(3, described), 6)
+    assert isinstance(older, Reply)
+    assert older.value == NodeDescription("n", NodeConfig(), 1, 2)
+    alone = NodeDescription("n", NodeConfig(long_hold=5.0), 1, 2)
+    old = for_version(Reply(3, alone), 9)
+    assert isinstance(old, Reply)
+    assert len(wire_of(old)[2][2]) == 9  # (nothing trailing set: version 5's layout)
+    assert for_version(Reply(3, described), 10) == Reply(3, described)
+    assert for_version(Reply(3, described), None) == Reply(3, described)
 
 
 # -- the one-entry memo of each record ------------------------------------------------------

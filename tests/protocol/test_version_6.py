@@ -6,7 +6,7 @@ from __future__ import annotations
 from tenure._core import Acquire, AcquireAll, DescribeNode, NodeConfig, NodeDescription
 from tenure._core.values import BrokenDeadlock
 from tenure._protocol import Hello, Reply, Request, Welcome
-from tenure._protocol.messages import for_version
+from tenure._protocol.older_peers import for_version
 from tenure.errors import (
     AcquireCancelledError,
     DeadlockError,

@@ -115,6 +115,12 @@ async def test_nodes_spread_over_the_shards_and_sigterm_stops_them_all(shards: S
             await client.create_node(name)
         async with client.session("node-3") as session, session.mutex("m") as lock:
             assert lock.token > 0
+        # A node's long_hold goes to its shard, which tells of its long holds.
+        assert tenure.Capability.LONG_HOLDS in client.capabilities
+        await client.create_node("elections", long_hold=0.0)
+        await client.alter_node("node-5", long_hold=30.0)
+        assert (await client.describe_node("elections")).config.long_hold == 0.0
+        assert (await client.describe_node("node-5")).config.long_hold == 30.0
     held: list[set[str]] = []
     for port in (shards.port, shards.port + 1):
         async with tenure.connect(f"tenure://127.0.0.1:{port}") as one:

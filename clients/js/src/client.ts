@@ -108,7 +108,7 @@ export class Client implements AsyncDisposable {
     return best.link;
   }
 
-  /** The protocol version spoken (9, or less to an older server). */
+  /** The protocol version spoken (10, or less to an older server). */
   get protocolVersion(): number {
     return Math.min(...this.shards.map((shard) => shard.link.protocolVersion));
   }
@@ -125,6 +125,9 @@ export class Client implements AsyncDisposable {
     const config = nodeConfig(settings);
     const link = this.linkFor(name);
     await link.open();
+    if (config.longHold !== null && link.protocolVersion < 10) {
+      throw new UnsupportedError(`a node's longHold needs protocol version 10; this server speaks ${link.protocolVersion}`);
+    }
     if (config.maxHold !== null && link.protocolVersion < 7) {
       throw new UnsupportedError(`a node's maxHold needs protocol version 7; this server speaks ${link.protocolVersion}`);
     }
@@ -143,9 +146,21 @@ export class Client implements AsyncDisposable {
     return readNodeDescription(await this.linkFor(name).request(commands.describeNode(name)));
   }
 
-  /** Change some of the node's settings (what happens next obeys them); its description after. */
+  /**
+   * Change some of the node's settings (what happens next obeys them); its description
+   * after. `longHold` is refused before it is sent to a server older than protocol
+   * version 10 (it knows no such setting).
+   */
   async alterNode(name: string, changes: Partial<NodeConfig>): Promise<NodeDescription> {
-    return readNodeDescription(await this.linkFor(name).request(commands.alterNode(name, nodeChanges(changes))));
+    const wire = nodeChanges(changes);
+    const link = this.linkFor(name);
+    if (Object.hasOwn(wire, "long_hold")) {
+      await link.open();
+      if (link.protocolVersion < 10) {
+        throw new UnsupportedError(`a node's longHold needs protocol version 10; this server speaks ${link.protocolVersion}`);
+      }
+    }
+    return readNodeDescription(await link.request(commands.alterNode(name, wire)));
   }
 
   /** The node's semaphores whose names start with `prefix`, in code point order. */

@@ -12,7 +12,7 @@ import { LimitExceededError, ProtocolError } from "./errors.js";
 import { array, bin, bool, float, optional, str, u64, uint } from "./wire.js";
 
 /** The protocol version this client speaks first (it falls back: section 14). */
-export const PROTOCOL_VERSION = 9;
+export const PROTOCOL_VERSION = 10;
 /** The body size a connection accepts unless told otherwise (1 MiB). */
 export const DEFAULT_MAX_FRAME_SIZE = 1 << 20;
 /** Every peer accepts bodies of at least 64 KiB. */

@@ -24,6 +24,13 @@ export interface NodeConfig {
   readonly maxClaims: number;
   /** How long any grant may last, ms, whatever its session does; null: no bound (default). Protocol version 7. */
   readonly maxHold: number | null;
+  /**
+   * The node's own long-hold threshold, ms: a hold held this long is told of once in
+   * the server's log and audit log, whatever its `--long-hold-seconds`; 0: none of
+   * this node's holds is ever told of; null: the server's applies (default). Protocol
+   * version 10.
+   */
+  readonly longHold: number | null;
 }
 
 /** The settings of `tenure.NodeConfig()`. */
@@ -39,6 +46,7 @@ export const DEFAULT_NODE_CONFIG: NodeConfig = Object.freeze({
   maxMissedPerSession: 256,
   maxClaims: 10_000,
   maxHold: null,
+  longHold: null,
 });
 
 function wireConfig(config: NodeConfig): unknown[] {
@@ -53,16 +61,18 @@ function wireConfig(config: NodeConfig): unknown[] {
     config.maxWatchesPerSession,
     config.maxMissedPerSession,
   ];
-  // max_claims (version 6) and max_hold (version 7) are trailing, each sent only
-  // when it or a field after it is not its default.
-  if (config.maxClaims !== DEFAULT_NODE_CONFIG.maxClaims || config.maxHold !== null) fields.push(config.maxClaims);
-  if (config.maxHold !== null) fields.push(seconds(config.maxHold, "maxHold"));
+  // max_claims (version 6), max_hold (version 7) and long_hold (version 10) are
+  // trailing, each sent only when it or a field after it is not its default.
+  const longHold = config.longHold !== null;
+  if (config.maxClaims !== DEFAULT_NODE_CONFIG.maxClaims || config.maxHold !== null || longHold) fields.push(config.maxClaims);
+  if (config.maxHold !== null || longHold) fields.push(config.maxHold === null ? null : seconds(config.maxHold, "maxHold"));
+  if (config.longHold !== null) fields.push(seconds(config.longHold, "longHold"));
   return fields;
 }
 
-/** Read a NodeConfig record (9 fields, 10 with `max_claims`, 11 with `max_hold`). */
+/** Read a NodeConfig record (9 fields, 10 with `max_claims`, 11 with `max_hold`, 12 with `long_hold`). */
 export function readConfig(value: unknown, field: string): NodeConfig {
-  const v = array(value, field, 9, 11);
+  const v = array(value, field, 9, 12);
   const f = (i: number): string => `${field}[${i}]`;
   return {
     recoveryWindow: float(v[0], f(0)) * 1000,
@@ -76,6 +86,7 @@ export function readConfig(value: unknown, field: string): NodeConfig {
     maxMissedPerSession: uint(v[8], f(8)),
     maxClaims: v.length > 9 ? uint(v[9], f(9)) : DEFAULT_NODE_CONFIG.maxClaims,
     maxHold: v.length > 10 && v[10] !== null ? float(v[10], f(10)) * 1000 : null,
+    longHold: v.length > 11 && v[11] !== null ? float(v[11], f(11)) * 1000 : null,
   };
 }
 
@@ -215,6 +226,7 @@ const WIRE_NAMES: Readonly<Record<keyof NodeConfig, readonly [string, boolean]>>
   maxMissedPerSession: ["max_missed_per_session", false],
   maxClaims: ["max_claims", false],
   maxHold: ["max_hold", true],
+  longHold: ["long_hold", true],
 };
 
 /** What `client.createNode` takes: settings, and whether an existing node is fine. */

@@ -1,5 +1,5 @@
 /**
- * tenure-client: a TypeScript client of tenure's native protocol (version 9).
+ * tenure-client: a TypeScript client of tenure's native protocol (version 10).
  *
  * ```ts
  * import { connect } from "tenure-client";

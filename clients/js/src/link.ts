@@ -1,7 +1,7 @@
 /**
  * The link: this client's connection to one tenure service, made through one of
  * its doors (docs/protocol.md, sections 4, 12 and 16). It does the handshake (with
- * the version fallback 9 → 8 → ... → 1 on `UNSUPPORTED`), matches answers to
+ * the version fallback 10 → 9 → ... → 1 on `UNSUPPORTED`), matches answers to
  * requests by id, hands pushes to the sessions they name, pings within the
  * server's idle timeout and the sessions' windows, and after a lost connection
  * connects again (jittered backoff) and lets each session re-attach before its
@@ -128,7 +128,7 @@ export class Link {
     this.timer.unref();
   }
 
-  /** The version spoken on this link (9 unless an older server asked for less). */
+  /** The version spoken on this link (10 unless an older server asked for less). */
   get protocolVersion(): number {
     return this.version;
   }

@@ -2,7 +2,7 @@
  * Hand-offs (protocol version 7: OfferHold, AdoptHold) against a real `tenure serve`:
  * one hold moved between sessions of two clients in one step, with a greater token;
  * adopted once, only the latest string; the refusals; a secret of the caller's own;
- * explicit hold numbers; and `createNode`'s `existOk` and `maxHold`.
+ * explicit hold numbers; and `createNode`'s `existOk`, `maxHold` and `longHold`.
  */
 import { after, before, test } from "node:test";
 import assert from "node:assert/strict";
@@ -133,4 +133,19 @@ test("createNode: existOk leaves an existing node as it is; maxHold is a node se
   await assert.rejects(producer.createNode(name), /exists/);
   await assert.rejects(producer.createNode(unique("node"), { existOK: true } as never), /existOK is not a node setting/);
   assert.equal((await producer.alterNode(name, { maxHold: null })).config.maxHold, null);
+});
+
+test("createNode and alterNode: longHold is a node setting, 0 and null kept apart; a negative one is refused", async () => {
+  const name = unique("node");
+  await producer.createNode(name, { longHold: 300_000 });
+  assert.equal((await producer.describeNode(name)).config.longHold, 300_000);
+  assert.equal((await producer.describeNode(name)).config.maxHold, null); // (sent as nil before it)
+  assert.equal((await producer.alterNode(name, { longHold: 0 })).config.longHold, 0);
+  assert.equal((await producer.alterNode(name, { longHold: null })).config.longHold, null);
+  const both = unique("node");
+  await producer.createNode(both, { maxHold: 60_000, longHold: 1_500 });
+  const described = await producer.describeNode(both);
+  assert.deepEqual([described.config.maxHold, described.config.longHold], [60_000, 1_500]);
+  await assert.rejects(producer.createNode(unique("node"), { longHold: -1 }), /longHold must be a finite number of milliseconds/);
+  await assert.rejects(producer.alterNode(name, { longHold: Number.NaN }), /longHold must be a finite number of milliseconds/);
 });

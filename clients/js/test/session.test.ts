@@ -45,7 +45,7 @@ test("nodes: create, describe, list, drop, and the errors as classes", async () 
   await assert.rejects(client.createNode(name), AlreadyExistsError);
   await client.dropNode(name);
   await assert.rejects(client.describeNode(name), NotFoundError);
-  assert.equal(client.protocolVersion, 9);
+  assert.equal(client.protocolVersion, 10);
 });
 
 test("a mutex serves its waiters in arrival order, each token greater than the last", async () => {

@@ -2,7 +2,8 @@
  * Version negotiation (docs/protocol.md, section 14) against fake servers of
  * versions 5, 6, 8 and 9: each refuses a newer Hello with UNSUPPORTED, the client
  * connects again speaking an older version, and refuses to send what that version
- * lacks (claims before 6, hand-offs and a node's maxHold before 7, WhyName before 9).
+ * lacks (claims before 6, hand-offs and a node's maxHold before 7, WhyName before 9,
+ * a node's longHold before 10).
  * Also a Welcome of another version than the Hello's is a protocol error.
  */
 import { test } from "node:test";
@@ -57,11 +58,11 @@ async function fakeServer(speaks: number, welcomes = speaks): Promise<{ server: 
   return { server, port: typeof address === "object" && address !== null ? address.port : 0, hellos, commands };
 }
 
-test("a server of version 5 refuses 9 to 6: the client speaks 5 and does not send what 5 lacks", async () => {
+test("a server of version 5 refuses 10 to 6: the client speaks 5 and does not send what 5 lacks", async () => {
   const fake = await fakeServer(5);
   try {
     const client = await connect(`tenure://127.0.0.1:${fake.port}`);
-    assert.deepEqual(fake.hellos, [9, 8, 7, 6, 5]);
+    assert.deepEqual(fake.hellos, [10, 9, 8, 7, 6, 5]);
     assert.equal(client.protocolVersion, 5);
     const session = await client.session("n");
     assert.equal(session.sessionId, 7);
@@ -73,11 +74,11 @@ test("a server of version 5 refuses 9 to 6: the client speaks 5 and does not sen
   }
 });
 
-test("a server of version 6 refuses 9 to 7: hand-offs and a node's maxHold are refused, never sent", async () => {
+test("a server of version 6 refuses 10 to 7: hand-offs and a node's maxHold are refused, never sent", async () => {
   const fake = await fakeServer(6);
   try {
     const client = await connect(`tenure://127.0.0.1:${fake.port}`);
-    assert.deepEqual(fake.hellos, [9, 8, 7, 6]);
+    assert.deepEqual(fake.hellos, [10, 9, 8, 7, 6]);
     assert.equal(client.protocolVersion, 6);
     const session = await client.session("n");
     const text = formatHandoff({ scheme: "tenure", node: "n", name: "gpus", holder: 3, holderHold: 0, token: 9n, secret: new Uint8Array(16) });
@@ -90,11 +91,11 @@ test("a server of version 6 refuses 9 to 7: hand-offs and a node's maxHold are r
   }
 });
 
-test("a server of version 8 refuses 9: why is refused, never sent", async () => {
+test("a server of version 8 refuses 10 and 9: why is refused, never sent", async () => {
   const fake = await fakeServer(8);
   try {
     const client = await connect(`tenure://127.0.0.1:${fake.port}`);
-    assert.deepEqual(fake.hellos, [9, 8]);
+    assert.deepEqual(fake.hellos, [10, 9, 8]);
     assert.equal(client.protocolVersion, 8);
     await assert.rejects(client.why("n", "A"), (error: unknown) => {
       return error instanceof UnsupportedError && /why needs protocol version 9; this server speaks 8/.test(error.message);
@@ -106,11 +107,33 @@ test("a server of version 8 refuses 9: why is refused, never sent", async () => 
   }
 });
 
-test("a server of version 9 is greeted in 9; why's bad arguments are refused before they are sent", async () => {
+test("a server of version 9 refuses 10: a node's longHold is refused, created or altered, never sent", async () => {
   const fake = await fakeServer(9);
   try {
     const client = await connect(`tenure://127.0.0.1:${fake.port}`);
-    assert.deepEqual(fake.hellos, [9]);
+    assert.deepEqual(fake.hellos, [10, 9]);
+    assert.equal(client.protocolVersion, 9);
+    await assert.rejects(client.createNode("elections", { longHold: 0 }), (error: unknown) => {
+      return error instanceof UnsupportedError && /longHold needs protocol version 10; this server speaks 9/.test(error.message);
+    });
+    await assert.rejects(client.alterNode("jobs", { longHold: 300_000 }), /longHold needs protocol version 10; this server speaks 9/);
+    await assert.rejects(client.alterNode("jobs", { longHold: null }), /longHold needs protocol version 10; this server speaks 9/);
+    assert.deepEqual(fake.commands, []);
+    // Without it, both are sent (this fake refuses them): CreateNode (tag 1), AlterNode (tag 3).
+    await assert.rejects(client.createNode("jobs", { maxHold: 60_000 }), /not in this fake/);
+    await assert.rejects(client.alterNode("jobs", { maxHold: null }), /not in this fake/);
+    assert.deepEqual(fake.commands, [1, 3]);
+    await client.close();
+  } finally {
+    fake.server.close();
+  }
+});
+
+test("a server of version 9 is greeted in 9 after 10; why's bad arguments are refused before they are sent", async () => {
+  const fake = await fakeServer(9);
+  try {
+    const client = await connect(`tenure://127.0.0.1:${fake.port}`);
+    assert.deepEqual(fake.hellos, [10, 9]);
     assert.equal(client.protocolVersion, 9);
     const refused: [string, string, { after?: number; limit?: number }, RegExp][] = [
       ["", "A", {}, /node name must be a non-empty string/],

@@ -31,7 +31,7 @@ async function node(settings: { maxHold?: number } = {}): Promise<string> {
 }
 
 test("why follows a chain of three to its root: A's holder waits for B, B's for C", async () => {
-  assert.equal(client.protocolVersion, 9);
+  assert.equal(client.protocolVersion, 10);
   const n = await node();
   const a = await client.session(n, { description: "job a" });
   const b = await client.session(n, { description: "job b" });

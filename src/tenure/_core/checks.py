@@ -1,7 +1,8 @@
 """The validation of user input: each check answers the value or InvalidArgumentError.
 
 Checks of names, prefixes, data, counts, holds, tasks, descriptions, page sizes,
-durations and a hold's bound (``max_hold``) against the fixed limits
+durations, a hold's bound (``max_hold``) and a node's long-hold threshold
+(``long_hold``) against the fixed limits
 (:mod:`tenure._core.limits`); the engine, the backends and the client call them
 before anything is sent or changed
 (:mod:`tenure._core.values` re-exports them, with ``check_identity`` beside the type
@@ -145,6 +146,28 @@ def check_max_hold(max_hold: object) -> float | None:
         raise InvalidArgumentError(
             f"max_hold must be at most {MAX_HOLD_SECONDS:g} seconds (366 days, "
             f"MAX_HOLD_SECONDS), got {max_hold!r}"
+        )
+    return value
+
+
+def check_long_hold(long_hold: object) -> float | None:
+    """A node's long-hold threshold (``long_hold``): ``None`` (the server's
+    ``--long-hold-seconds`` applies), ``0`` (none of its holds is told of), or a finite
+    number of seconds above 0 and at most MAX_HOLD_SECONDS (366 days: a hold told of
+    later than that is a mistake, as a ``max_hold`` that long is)."""
+    if long_hold is None:
+        return None
+    if isinstance(long_hold, bool) or not isinstance(long_hold, int | float):
+        raise InvalidArgumentError(f"long_hold must be a number of seconds, got {long_hold!r}")
+    value = float(long_hold)
+    if not math.isfinite(value) or value < 0:
+        raise InvalidArgumentError(
+            f"long_hold must be a finite number of seconds, 0 or more, got {long_hold!r}"
+        )
+    if value > MAX_HOLD_SECONDS:
+        raise InvalidArgumentError(
+            f"long_hold must be at most {MAX_HOLD_SECONDS:g} seconds (366 days, "
+            f"MAX_HOLD_SECONDS), got {long_hold!r}"
         )
     return value
 

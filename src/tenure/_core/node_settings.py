@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Final
 
-from tenure._core.checks import check_duration, check_max_hold
+from tenure._core.checks import check_duration, check_long_hold, check_max_hold
 from tenure._core.limits import MAX_RECOVERY_WINDOW
 from tenure.errors import InvalidArgumentError, LimitExceededError
 
@@ -62,6 +62,15 @@ class NodeConfig:
             was made, on the store's clock, whatever its session does (renewals and
             keep-alives do not extend it); an acquire's own ``max_hold`` may only
             shorten it. ``None``: no bound. At most ``MAX_HOLD_SECONDS``.
+        long_hold: the node's own long-hold threshold, in seconds: a hold of this
+            node held this long or longer is told of once (a ``long_hold`` line in the
+            server's log and audit log, ``tenure_long_holds_total``), whatever the
+            server's ``--long-hold-seconds`` (higher or lower). ``0``: no hold of
+            this node is ever told of (a node of elections, whose leaders hold for
+            hours). ``None``: the server's ``--long-hold-seconds`` applies. Only a
+            tenure server tells of long holds (``Capability.LONG_HOLDS``): elsewhere
+            a node with this set is refused (UnsupportedError). At most
+            ``MAX_HOLD_SECONDS``.
     """
 
     recovery_window: float = 30.0
@@ -75,6 +84,7 @@ class NodeConfig:
     max_missed_per_session: int = 256
     max_claims: int = 10_000
     max_hold: float | None = None
+    long_hold: float | None = None
 
     def validated(self) -> NodeConfig:
         """Return ``self`` if every field is in range, else raise InvalidArgumentError."""
@@ -83,6 +93,7 @@ class NodeConfig:
         if self.default_lease is not None:
             check_duration("default_lease", self.default_lease)
         check_max_hold(self.max_hold)
+        check_long_hold(self.long_hold)
         for name in (
             "max_sessions",
             "max_semaphores",

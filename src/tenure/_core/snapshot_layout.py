@@ -44,7 +44,12 @@ version may carry each node's hand-off offers (``"offers"``: per offered hold it
 semaphore's name, session id, hold number and the digest of its secret, flat; only
 on a node that has one; :mod:`tenure._core.handlers.handoffs`): added without a new
 version, since a server that ignores them only makes the outstanding hand-off
-strings fail to adopt (a clear LeaseLostError), never a hold wrong. Versions 1 to 10
+strings fail to adopt (a clear LeaseLostError), never a hold wrong. Any version may
+carry a node's ``long_hold`` setting in its ``"config"`` (the stored names of
+:mod:`tenure._core.stored_config`, which leave it out while it is None, as they do
+``max_hold``): added without a new version, since a node that does not set it reads
+as before, and an older server refuses a snapshot with a node that does (a setting
+it does not know: malformed) rather than drop it. Versions 1 to 10
 load with no max_hold. Versions 1 to 9 load with every object nobody's. Versions 1
 (a dict per semaphore), 2 and 3 still load, every hold 0; versions 1 to 4 load with no
 identities and every time at the snapshot's ``now``; versions 1 to 5 load with no

@@ -54,7 +54,7 @@ def current_names(stored: Mapping[str, object]) -> dict[str, object]:
 #: readers that read these records with ``NodeConfig(**stored)``, which refuse a name
 #: they do not know, so a node that does not set one stays readable by an older
 #: client of the same store (one that sets it is refused there, as it must be).
-LEFT_OUT_UNSET: Final = ("max_hold",)
+LEFT_OUT_UNSET: Final = ("max_hold", "long_hold")
 
 
 def config_to_stored(config: NodeConfig) -> dict[str, object]:

@@ -50,8 +50,8 @@ from tenure._protocol.messages import (
     Welcome,
     decode_message,
     encode_message,
-    for_version,
 )
+from tenure._protocol.older_peers import for_version
 from tenure._protocol.payloads import reply_fits
 from tenure._protocol.state import LAST_WORDS, TRANSITIONS, Direction, Side, State
 from tenure.errors import ProtocolError

@@ -22,7 +22,14 @@ from typing import Annotated, Final, TypeAlias
 import msgspec
 
 from tenure._core.effects import WatchFired
-from tenure._protocol.messages import Message, Push, decode_message, encode_message, for_version
+from tenure._protocol.messages import (
+    PROTOCOL_VERSION,
+    Message,
+    Push,
+    decode_message,
+    encode_message,
+)
+from tenure._protocol.older_peers import for_version
 
 #: Push is ``[15, effect]`` and WatchFired ``[4, session_id, watch_id, name, ...]``
 #: (wire tags, see messages.py and payloads.py): a push's body starts with these
@@ -56,18 +63,27 @@ class FiredPushes:
         """
         sid, wid, description = effect.session_id, effect.watch_id, effect.description
         if not (0 <= sid < _UINT_END and 0 <= wid < _UINT_END):
-            return encode_message(for_version(Push(effect), version))  # it names the field
+            return encode_message(_push(effect, version))  # it names the field
         ids = _pack((sid, wid))[1:]  # (one call: the pair, less its array header)
         key = (effect.name, id(description), version == 1)
         known = self._tails.get(key)
         if known is not None and known[0] is description:
             return known[1] + ids + known[2]
-        body = encode_message(for_version(Push(effect), version))
+        body = encode_message(_push(effect, version))
         after = _HEAD_SIZE + len(ids)
         # (Always so, by the layout above; checked, not assumed.)
         if body.startswith(_PUSH_START) and body[_HEAD_SIZE:after] == ids:
             self._tails[key] = (description, body[:_HEAD_SIZE], body[after:])
         return body
+
+
+def _push(effect: WatchFired, version: int | None) -> Message:
+    """``Push(effect)`` as a peer of ``version`` may receive it (an older one's layouts:
+    :func:`~tenure._protocol.older_peers.for_version`, called for older peers alone)."""
+    push = Push(effect)
+    if version is None or version >= PROTOCOL_VERSION:
+        return push
+    return for_version(push, version)
 
 
 class FiredPushReader:

@@ -14,20 +14,16 @@ reads nothing after it and answers Refused(UNSUPPORTED).
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Any, Final, final
 
 import msgspec
 
 from tenure._core._dataclass import dataclass
 from tenure._core.commands import (
-    Acquire,
     AcquireAll,
     AdoptHold,
     ClaimName,
     Command,
-    CreateSession,
-    DescribeResult,
     KillSession,
     ListNodes,
     ListSemaphores,
@@ -40,15 +36,7 @@ from tenure._core.commands import (
     WatchPrefix,
     WhyName,
 )
-from tenure._core.effects import Effect, WatchFired
-from tenure._core.values import (
-    NO_IDENTITY,
-    NodeConfig,
-    NodeDescription,
-    OwnerInfo,
-    SemaphoreDescription,
-    WaiterInfo,
-)
+from tenure._core.effects import Effect
 from tenure._protocol.admin import ReadBackup, ReloadFiles
 from tenure._protocol.cluster import ClusterStatus
 from tenure._protocol.errors import LocalProtocolError
@@ -97,7 +85,6 @@ __all__ = [
     "Welcome",
     "decode_message",
     "encode_message",
-    "for_version",
     "version_refusal",
 ]
 
@@ -117,10 +104,13 @@ __all__ = [
 #: ReadBackup and ReloadFiles (an operator's acts on the server itself, at the URL every
 #: other command takes: :mod:`tenure._protocol.admin`). Version 9 added WhyName (who
 #: blocks a name) and TopNames (the most contended names): :mod:`tenure._protocol.blocking`.
-PROTOCOL_VERSION: Final = 9
+#: Version 10 added NodeConfig's trailing ``long_hold`` (a node's own threshold for
+#: telling of long holds; no new command).
+PROTOCOL_VERSION: Final = 10
 #: The versions a server built from this code accepts in a Hello. To an older peer
-#: it sends the layouts of the peer's version (:func:`for_version`).
-SUPPORTED_VERSIONS: Final = frozenset({1, 2, 3, 4, 5, 6, 7, 8, PROTOCOL_VERSION})
+#: it sends the layouts of the peer's version
+#: (:func:`tenure._protocol.older_peers.for_version`).
+SUPPORTED_VERSIONS: Final = frozenset({1, 2, 3, 4, 5, 6, 7, 8, 9, PROTOCOL_VERSION})
 #: Commands a version-1 peer does not know (a client must not send them to it).
 SINCE_VERSION_2: Final = frozenset({ListNodes, ListSemaphores, ListSessions, KillSession})
 #: Commands a version-1 or version-2 peer does not know.
@@ -398,95 +388,6 @@ def _refused(body: bytes, refusal: Exception) -> Message:
         return Hello(raw[1], max_frame_size=MIN_MAX_FRAME_SIZE)
     why = refusal if isinstance(refusal, WireError) else explain(MESSAGE, raw, refusal)
     raise ProtocolError(f"malformed message: {why}") from None
-
-
-def for_version(message: Message, version: int | None) -> Message:
-    """``message`` as a peer of protocol ``version`` may receive it.
-
-    A version-1 or version-2 peer knows Welcome without ``role`` and ``leader``; a
-    version-1 peer also knows owners and waiters without who holds and since when,
-    and CreateSession without the client's identity: they are left out (at their
-    defaults they are not even sent, see wire.Record), so it reads the layouts it
-    always did. A peer of version 1 to 5 knows Acquire and AcquireAll without the
-    asking task, and NodeDescription without the broken deadlocks (left out alike),
-    and does not know NodeConfig's ``max_claims``: a node's description reaches it
-    with the setting at its default (left out). A peer of version 1 to 6 does not
-    know NodeConfig's ``max_hold`` (nor Acquire's, which a client sends only to a
-    server of version 7: :attr:`Capability.MAX_HOLD`): a node's description reaches
-    it with none (left out).
-    """
-    if version is None or version >= 7:
-        return message
-    message = _before_version_7(message)
-    if version >= 6:
-        return message
-    message = _before_version_6(message)
-    if version >= 3:  # versions 4 and 5 changed no layout, only added commands
-        return message
-    if type(message) is Welcome:
-        return dataclasses.replace(message, role=STANDALONE, leader=None)
-    if version != 1:
-        return message
-    if type(message) is Request and isinstance(message.command, CreateSession):
-        return Request(
-            message.request_id, dataclasses.replace(message.command, identity=NO_IDENTITY)
-        )
-    if type(message) is Reply and isinstance(message.value, DescribeResult):
-        described = message.value.description
-        return Reply(
-            message.request_id,
-            dataclasses.replace(message.value, description=_version_1(described)),
-        )
-    if type(message) is Push and isinstance(message.effect, WatchFired):
-        effect = message.effect
-        if effect.description is not None:
-            return Push(dataclasses.replace(effect, description=_version_1(effect.description)))
-    return message
-
-
-def _before_version_7(message: Message) -> Message:
-    """``message`` without what version 7 added: NodeConfig's ``max_hold`` (None, it
-    is not even sent)."""
-    if type(message) is Reply:
-        value = message.value
-        if type(value) is NodeDescription and value.config.max_hold is not None:
-            config = dataclasses.replace(value.config, max_hold=None)
-            return Reply(message.request_id, dataclasses.replace(value, config=config))
-    return message
-
-
-#: NodeConfig's default ``max_claims``: what a peer of version 1 to 5 is told.
-_DEFAULT_MAX_CLAIMS: Final = NodeConfig().max_claims
-
-
-def _before_version_6(message: Message) -> Message:
-    """``message`` without what version 6 added: the asking task, the broken deadlocks,
-    and NodeConfig's ``max_claims`` (at its default, it is not even sent)."""
-    if type(message) is Request:
-        command = message.command
-        if (type(command) is Acquire or type(command) is AcquireAll) and command.task:
-            return Request(message.request_id, dataclasses.replace(command, task=0))
-    elif type(message) is Welcome:
-        if not message.deadlock_detection:
-            return dataclasses.replace(message, deadlock_detection=True)
-    elif type(message) is Reply:
-        value = message.value
-        if type(value) is NodeDescription:
-            config = value.config
-            if config.max_claims != _DEFAULT_MAX_CLAIMS:
-                config = dataclasses.replace(config, max_claims=_DEFAULT_MAX_CLAIMS)
-            if value.deadlocks or config is not value.config:
-                described = dataclasses.replace(value, config=config, deadlocks=())
-                return Reply(message.request_id, described)
-    return message
-
-
-def _version_1(description: SemaphoreDescription) -> SemaphoreDescription:
-    return dataclasses.replace(
-        description,
-        owners=tuple(OwnerInfo(o.session_id, o.count, o.data, o.token) for o in description.owners),
-        waiters=tuple(WaiterInfo(w.session_id, w.count, w.data) for w in description.waiters),
-    )
 
 
 def version_refusal(hello: Hello) -> Refused | None:

@@ -61,6 +61,7 @@ NODE_CONFIG: Final = Record(
         ("max_missed_per_session", UINT),
         ("max_claims", UINT),  # protocol version 6: left out at its default
         ("max_hold", OPT_FLOAT),  # protocol version 7: left out when None
+        ("long_hold", OPT_FLOAT),  # protocol version 10: left out when None
     ],
     since=9,
 )

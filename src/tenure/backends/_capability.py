@@ -3,14 +3,17 @@
 Part of the backend contract (re-exported by :mod:`tenure.backends._base` and
 :mod:`tenure.backends`); its own module so that the abilities
 (:mod:`tenure.backends._abilities`), which the contract's session is made of, can
-name theirs.
+name theirs; and :func:`refuse_long_hold`, what a backend without
+:attr:`Capability.LONG_HOLDS` says of a node's ``long_hold``.
 """
 
 from __future__ import annotations
 
 import enum
 
-__all__ = ["Capability"]
+from tenure.errors import UnsupportedError
+
+__all__ = ["Capability", "refuse_long_hold"]
 
 
 class Capability(enum.Enum):
@@ -99,3 +102,22 @@ class Capability(enum.Enum):
     #: (:meth:`~tenure.backends._base.NameStatistics.top`). Without it ``top`` raises
     #: UnsupportedError: a store that only keeps who holds what cannot say who waited.
     NAME_STATS = "name_stats"
+    #: The store tells of long holds: a hold held a node's ``long_hold`` seconds or
+    #: longer (or the server's ``--long-hold-seconds``, for a node that sets none) is
+    #: told of once, in the server's log and audit log and ``tenure_long_holds_total``
+    #: (docs/operations.md, "Who blocks whom"); a node's ``long_hold`` of 0 tells of
+    #: none of its holds. Only a tenure server has a log and an audit log to tell in:
+    #: without it, a node created or altered with ``long_hold`` set is refused with
+    #: UnsupportedError (:func:`refuse_long_hold`).
+    LONG_HOLDS = "long_holds"
+
+
+def refuse_long_hold(scheme: str, long_hold: object) -> None:
+    """UnsupportedError if a node's ``long_hold`` is set (not None) on a backend of
+    ``scheme`` (``memory``, ``etcd``...), which lacks :attr:`Capability.LONG_HOLDS`."""
+    if long_hold is not None:
+        raise UnsupportedError(
+            f"{scheme}:// cannot tell of long holds (long_hold={long_hold!r}): it has no "
+            "server log or audit log to tell in; a node's long_hold needs a tenure "
+            "server (the capability long_holds)"
+        )

@@ -17,7 +17,7 @@ import logging
 from dataclasses import dataclass
 from typing import Final, TypeVar
 
-from tenure._core import Command, CreateNode, NodeConfig, WatchPrefix
+from tenure._core import AlterNode, Command, CreateNode, NodeConfig, WatchPrefix
 from tenure._protocol import (
     DEFAULT_MAX_FRAME_SIZE,
     ClientConnection,
@@ -57,7 +57,8 @@ R = TypeVar("R")
 log = logging.getLogger("tenure.client")
 
 #: The commands some older protocol version lacks (checked before each is sent).
-#: (CreateNode too: a node's max_claims is version 6's, its max_hold version 7's.)
+#: (CreateNode too: a node's max_claims is version 6's, its max_hold version 7's, its
+#: long_hold version 10's; AlterNode too, for long_hold.)
 NEWER: Final = (
     SINCE_VERSION_2
     | SINCE_VERSION_3
@@ -67,7 +68,7 @@ NEWER: Final = (
     | SINCE_VERSION_7
     | SINCE_VERSION_8
     | SINCE_VERSION_9
-    | frozenset({CreateNode})
+    | frozenset({CreateNode, AlterNode})
 )
 _DEFAULT_MAX_CLAIMS: Final = NodeConfig().max_claims
 
@@ -234,6 +235,18 @@ def check_version(endpoint: Door, version: int, command: Command[R]) -> None:
         raise UnsupportedError(
             f"{endpoint} speaks protocol version {version}, which has no node "
             "setting max_hold: upgrade the server, or create the node without it"
+        )
+    elif isinstance(command, CreateNode) and version < 10 and command.config.long_hold is not None:
+        raise UnsupportedError(
+            f"{endpoint} speaks protocol version {version}, which has no node "
+            "setting long_hold: upgrade the server, or create the node without it"
+        )
+    elif isinstance(command, AlterNode) and version < 10 and "long_hold" in command.changes:
+        # (Even to None: an older server knows no such name, and would refuse it as
+        # an unknown setting.)
+        raise UnsupportedError(
+            f"{endpoint} speaks protocol version {version}, which has no node "
+            "setting long_hold: upgrade the server, or alter the node without it"
         )
     elif type(command) in SINCE_VERSION_5 and version < 5:
         what = "reserve units of a rate limiter or acquire several semaphores at once"

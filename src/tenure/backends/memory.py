@@ -14,6 +14,10 @@ connection to lose. :func:`tenure.testing.disconnect` detaches one, as a dropped
 connection would, so tests can watch its recovery window run out, and
 :func:`tenure.testing.reconnect` re-attaches it and reads its state back, as a
 client re-attaching to a server does (pushes lost on the way included).
+
+No server here has a log or an audit log to tell of long holds in: a node created or
+altered with ``long_hold`` set is refused with UnsupportedError (it lacks
+``Capability.LONG_HOLDS``).
 """
 
 from __future__ import annotations
@@ -54,11 +58,12 @@ from tenure._core import (
     WhyName,
 )
 from tenure._core.top_report import TopReport
-from tenure._core.values import SemaphoreSummary, SessionSummary
+from tenure._core.values import SemaphoreSummary, SessionSummary, check_long_hold
 from tenure._core.why_report import WhyReport
 from tenure._runtime.clock import Clock, LoopClock
 from tenure._runtime.host import Host
 from tenure.backends._base import Capability, SessionListener, SessionTicket
+from tenure.backends._capability import refuse_long_hold
 from tenure.backends._engine import CommandStore, engine_session
 from tenure.backends._opener import NewSession, SessionFactory
 from tenure.backends._options import WITHDRAW_WAIT, shown_url, withdraw_wait
@@ -231,7 +236,9 @@ class MemoryBackend(SessionFactory):
         return CAPABILITIES
 
     async def create_node(self, name: str, config: NodeConfig) -> None:
-        """Create a node."""
+        """Create a node (not with a ``long_hold``: no server here tells of long holds)."""
+        if isinstance(config, NodeConfig):  # (else the engine says what is wrong)
+            refuse_long_hold(SCHEME, check_long_hold(config.long_hold))
         self.host.execute(CreateNode(name, config))
 
     async def describe_node(self, name: str) -> NodeDescription:
@@ -239,7 +246,8 @@ class MemoryBackend(SessionFactory):
         return self.host.execute(DescribeNode(name))
 
     async def alter_node(self, name: str, changes: Mapping[str, object]) -> NodeDescription:
-        """Change node settings."""
+        """Change node settings (not ``long_hold``: no server here tells of long holds)."""
+        refuse_long_hold(SCHEME, check_long_hold(changes.get("long_hold")))
         return self.host.execute(AlterNode(name, dict(changes)))
 
     async def drop_node(self, name: str, force: bool) -> None:

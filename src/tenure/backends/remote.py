@@ -109,6 +109,7 @@ SINCE_VERSION: Final = {
     6: frozenset({Capability.PREFIX_WATCH, Capability.CLAIMS}),
     7: frozenset({Capability.HANDOFF, Capability.MAX_HOLD}),
     9: frozenset({Capability.WAIT_CHAINS, Capability.NAME_STATS}),
+    10: frozenset({Capability.LONG_HOLDS}),
 }
 
 

@@ -20,11 +20,16 @@ from tenure.cli._common import (
 from tenure.cli._status import Status
 from tenure.errors import PreconditionFailedError
 
-#: Each NodeConfig setting and how its text is read (default_lease may also be "none").
+#: Each NodeConfig setting and how its text is read (one of NULLABLE may also be "none").
 SETTING_TYPES: Final[dict[str, type]] = {
     field.name: int if isinstance(field.default, int) else float
     for field in dataclasses.fields(NodeConfig)
 }
+#: The settings whose default is None (default_lease, max_hold, long_hold): "none" (or
+#: nothing) sets them back to it.
+NULLABLE: Final = frozenset(
+    field.name for field in dataclasses.fields(NodeConfig) if field.default is None
+)
 
 
 def parse_settings(pairs: tuple[str, ...]) -> dict[str, object]:
@@ -54,7 +59,7 @@ def parse_settings(pairs: tuple[str, ...]) -> dict[str, object]:
                 f"unknown setting {key!r} (known: {known})", param_hint="--set"
             )
         text = text.strip()
-        if key == "default_lease" and text.lower() in ("", "none"):
+        if key in NULLABLE and text.lower() in ("", "none"):
             changes[key] = None
             continue
         try:

@@ -197,17 +197,14 @@ class Server:
         #: The backups being taken now, over HTTP and the native protocol together
         #: (``--max-backups``).
         self.backup_slots = BackupSlots(config.max_backups)
-        #: What tells of holds past ``--long-hold-seconds`` (None: not set).
-        self.long_holds = (
-            LongHolds(
-                config.long_hold_seconds,
-                lambda: self.host.engine,
-                self.host.clock.now,
-                self.audit if self.audit.on else None,
-                config.step_budget,
-            )
-            if config.long_hold_seconds
-            else None
+        #: What tells of holds past their node's ``long_hold`` or ``--long-hold-seconds``
+        #: (made whether the flag is set or not: a node may set its own threshold).
+        self.long_holds = LongHolds(
+            config.long_hold_seconds,
+            lambda: self.host.engine,
+            self.host.clock.now,
+            self.audit if self.audit.on else None,
+            config.step_budget,
         )
 
     def act_with(self, acts: ServerActs) -> None:
@@ -231,7 +228,7 @@ class Server:
             self.served.start()
             self.faces.start()
             await self.faces.listen(partial(setattr, self, "binding"))
-            if self.long_holds is not None and self.role.leading:
+            if self.role.leading:
                 self.long_holds.start()  # (a standby's holds are its leader's to tell)
         except OSError:
             self._stopping = True  # (nothing was served: stop() has nothing to say)
@@ -267,8 +264,7 @@ class Server:
         if self._stopping or self.served.dead:
             return
         self._stopping = True
-        if self.long_holds is not None:
-            self.long_holds.stop()
+        self.long_holds.stop()
         conns = self.reception.conns
         log.info("shutting down", extra={"fields": {"connections": len(conns)}})
         self.reception.close()
@@ -314,8 +310,7 @@ class Server:
             return
         self.stepped_down = why
         self._stopping = True
-        if self.long_holds is not None:
-            self.long_holds.stop()
+        self.long_holds.stop()
         self.reception.close()
         self.faces.stop()
         self.served.abandon()

@@ -276,6 +276,43 @@ def test_max_holds_replay_and_survive_a_snapshot_with_the_time_they_had_left(
     assert ends_of(again, 2) == {"a": 3_013.0}  # its own 5 s from its grant
 
 
+def test_a_nodes_long_hold_replays_and_survives_a_snapshot(tmp_path: Path) -> None:
+    """A node's long_hold is logged in its wire layout (protocol version 10's trailing
+    field, max_hold's nil before it), altered to 0 and to None as AlterNode's changes:
+    a replay, and a snapshot, give each node the setting it had."""
+    journal = Journal(DataDir(tmp_path))
+    engine = journal.open(0.0)
+    step(engine, journal, CreateNode("jobs", NodeConfig(long_hold=300.0)), 0.0)
+    step(engine, journal, CreateNode("elections", NodeConfig(long_hold=5.0)), 0.0)
+    step(engine, journal, CreateNode("plain"), 0.0)
+    step(engine, journal, AlterNode("elections", {"long_hold": 0.0}), 1.0)
+    step(engine, journal, CreateNode("back", NodeConfig(long_hold=5.0)), 1.0)
+    step(engine, journal, AlterNode("back", {"long_hold": None}), 2.0)
+    journal.abort()
+    [wal] = tmp_path.glob("wal-*.log")
+    logged = [msgpack.unpackb(r) for r in _read_records(wal, RECORD_LIMIT)[0]]
+    made = {r[2][1]: r[2][2] for r in logged if len(r) > 2 and r[2][0] == 1}  # CreateNode
+    assert made["jobs"][-2:] == [None, 300.0]  # [..., max_claims, max_hold nil, long_hold]
+    plain = made["plain"]
+    assert len(plain) == 9  # (unset: not even sent, the layout an older server reads)
+    expected = {"jobs": 300.0, "elections": 0.0, "plain": None, "back": None}
+    restarted = reopen(tmp_path, 1_000.0)
+    assert {name: n.config.long_hold for name, n in restarted.nodes.items()} == expected
+    journal = Journal(DataDir(tmp_path))  # and from a snapshot
+    engine = journal.open(2_000.0)
+    journal.snapshot(engine)
+    journal.abort()
+    again = reopen(tmp_path, 3_000.0)
+    assert {name: n.config.long_hold for name, n in again.nodes.items()} == expected
+    stored = dump(again)["nodes"]
+    assert {n["name"]: n["config"].get("long_hold", "unset") for n in stored} == {
+        "jobs": 300.0,
+        "elections": 0.0,
+        "plain": "unset",  # (left out: a snapshot an older server still reads)
+        "back": "unset",
+    }
+
+
 def ends_of(engine: Engine, session_id: int) -> dict[str, float | None]:
     """When each hold of ``session_id`` in node ``n`` ends (its max_hold; engine time)."""
     held = {name: sem.owner(session_id) for name, sem in engine.nodes["n"].semaphores.items()}

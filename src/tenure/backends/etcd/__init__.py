@@ -31,6 +31,9 @@ What etcd cannot do exactly, said rather than weakened:
   of its own, and a leader change (or a restart of the cluster) renews every lease
   to its full TTL: a grant could outlive its bound by up to a whole ``max_hold``,
   which the capability promises never happens.
+* **No long_hold** (Capability.LONG_HOLDS): a node with ``long_hold`` set is refused
+  with UnsupportedError; only a tenure server has a log and an audit log to tell of
+  long holds in.
 * **Limits** (``max_sessions``, ``max_semaphores``, ``max_waiters``) are checked
   on what the change's own Txn reads (or a count right after it), and a change
   that went past one is undone and refused: two clients racing for the last place
@@ -83,6 +86,7 @@ from tenure._etcd.requests import (
 )
 from tenure._etcd.streams import KeepAlive, WatchHub
 from tenure.backends._base import Capability, SessionListener, SessionTicket
+from tenure.backends._capability import refuse_long_hold
 from tenure.backends._opener import NewSession, SessionFactory
 from tenure.backends._session import StoreSession
 from tenure.backends._session_class import session_class
@@ -122,6 +126,7 @@ CAPABILITIES: Final = frozenset(
 
 
 def _refuse_unsupported(config: NodeConfig) -> None:
+    refuse_long_hold("etcd", config.long_hold)
     unsupported = []
     if config.lock_delay > 0:
         unsupported.append(f"lock_delay={config.lock_delay:g}")

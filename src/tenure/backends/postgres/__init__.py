@@ -36,6 +36,9 @@ poolers). Options: :mod:`tenure.backends.postgres._url`.
   granted all at once, in one transaction, by whichever transaction makes it fit
   (:mod:`._sql_sets`, :mod:`._sql_queues`: the order of row locks that keeps
   overlapping requests from deadlocking in PostgreSQL too).
+* **No long_hold** (Capability.LONG_HOLDS): only a tenure server has a log and an
+  audit log to tell of long holds in; a node with ``long_hold`` set is refused with
+  UnsupportedError.
 
 Layer (CONTRIBUTING.md): its modules may import each other, tenure.backends,
 tenure._core, tenure._url_options and tenure.errors.
@@ -63,6 +66,7 @@ from tenure._core.values import (
     check_name,
 )
 from tenure.backends._base import Capability, SessionListener, SessionTicket
+from tenure.backends._capability import refuse_long_hold
 from tenure.backends._opener import NewSession, SessionFactory
 from tenure.backends._session import StoreSession
 from tenure.backends._session_class import session_class
@@ -119,7 +123,7 @@ def config_of(value: Mapping[str, Any]) -> NodeConfig:
     fields: dict[str, Any] = current_names(value)
     for name in ("recovery_window", "lock_delay"):
         fields[name] = float(fields[name])
-    for name in ("default_lease", "max_hold"):
+    for name in ("default_lease", "max_hold", "long_hold"):
         if fields.get(name) is not None:
             fields[name] = float(fields[name])
     return NodeConfig(**fields)
@@ -176,6 +180,7 @@ class PgBackend(StoreListings, SessionFactory):
         if not isinstance(config, NodeConfig):
             raise InvalidArgumentError(f"config must be a NodeConfig, got {config!r}")
         config = config.validated()
+        refuse_long_hold(SCHEME, config.long_hold)
         await self.caller.call("create_node", [name, _config_json(config)], idempotent=False)
 
     async def describe_node(self, name: str) -> NodeDescription:
@@ -193,6 +198,7 @@ class PgBackend(StoreListings, SessionFactory):
         for _ in range(ALTER_TRIES):
             answer = await self.caller.call("describe_node", [name])
             new = config_of(answer["config"]).replace(**changes)
+            refuse_long_hold(SCHEME, new.long_hold)
             if await self.caller.call("alter_node", [name, _config_json(new), answer["version"]]):
                 return await self.describe_node(name)
         raise UnavailableError(f"node {name!r}: its settings kept changing; try again")

@@ -29,6 +29,9 @@ What Redis cannot do, said rather than weakened:
   failover to a replica that missed the last writes, tokens may repeat.
 * **One server**: Redis Cluster is not supported by this client (every key of a
   node shares one hash tag, ``{node}``, so the layout is cluster-safe).
+* **No long_hold** (Capability.LONG_HOLDS): only a tenure server has a log and an
+  audit log to tell of long holds in; a node with ``long_hold`` set is refused with
+  UnsupportedError (so the functions keep no such setting).
 
 Layer (CONTRIBUTING.md): its modules may import each other, tenure.backends,
 tenure._core, tenure._url_options and tenure.errors.
@@ -56,6 +59,7 @@ from tenure._core.values import (
     check_name,
 )
 from tenure.backends._base import Capability, SessionListener, SessionTicket
+from tenure.backends._capability import refuse_long_hold
 from tenure.backends._opener import NewSession, SessionFactory
 from tenure.backends._session import StoreSession
 from tenure.backends._session_class import session_class
@@ -175,6 +179,7 @@ class RedisBackend(StoreListings, SessionFactory):
         if not isinstance(config, NodeConfig):
             raise InvalidArgumentError(f"config must be a NodeConfig, got {config!r}")
         config = config.validated()
+        refuse_long_hold("redis", config.long_hold)  # (so the functions keep no long_hold)
         await self.conn.retrying(None, "create_node", self.base(name), *config_args(config), name)
 
     async def describe_node(self, name: str) -> NodeDescription:
@@ -196,6 +201,7 @@ class RedisBackend(StoreListings, SessionFactory):
         for _ in range(ALTER_TRIES):
             raw = await self._describe(name)
             new = decode_config(raw).replace(**changes)
+            refuse_long_hold("redis", new.long_hold)
             old = config_text(raw)
             reply = await self.conn.retrying(
                 None, "alter_node", self.base(name), *old, *config_args(new)

@@ -92,7 +92,7 @@ class ServeConfig:
     contention_names: int = CONTENTION_NAMES
     contention_share: float = CONTENTION_SHARE
     contention_series: int = CONTENTION_SERIES
-    long_hold_seconds: float = 0.0  # 0: no hold is told of
+    long_hold_seconds: float = 0.0  # 0: none told of, on the nodes without a long_hold
     max_nodes: int = 10_000
     max_prefix_watches_per_node: int = MAX_PREFIX_WATCHES_PER_NODE
     max_watches_per_semaphore: int = MAX_WATCHES_PER_SEMAPHORE

@@ -361,8 +361,10 @@ SETTINGS: Final = (
         0.0,
         "SECONDS",
         "a hold held this long or longer is told of once: a long_hold log line, a "
-        "long_hold audit record, tenure_long_holds_total; the holds are walked every "
-        "quarter of it (1 to 60 s); 0 = never, up to 31622400 (default: %(default)s)",
+        "long_hold audit record, tenure_long_holds_total; a node's own long_hold "
+        "setting wins over it (0: never on that node); the holds are walked every "
+        "quarter of the smallest threshold in force (1 to 60 s); 0 = never for the "
+        "nodes that set none, up to 31622400 (default: %(default)s)",
         in_range(0, 31_622_400),
     ),
     Setting(

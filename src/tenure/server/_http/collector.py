@@ -34,8 +34,9 @@ counts; any other caller of ``collect`` has them counted there, at once. The ser
 * the statistics per name: ``tenure_name_wait_seconds{node,name}`` and the rest, at
   most ``--contention-series`` names and ``other``
   (:mod:`tenure.server._http.contention_series`);
-* with ``--long-hold-seconds``, ``tenure_long_holds_total``: holds held that long,
-  each counted once (:mod:`tenure.server._long_holds`);
+* on a serving server, ``tenure_long_holds_total``: holds held their node's
+  ``long_hold`` or ``--long-hold-seconds`` or longer, each counted once
+  (:mod:`tenure.server._long_holds`; 0 while neither is set);
 * ``tenure_gc_frozen_objects`` and ``tenure_gc_freezes_total``: what the cyclic
   collector no longer walks, and the long full collections that froze it
   (``--gc-freeze-after``: :mod:`tenure._runtime.collector`);
@@ -195,8 +196,8 @@ class StateCollector:
         if long_holds is not None:
             yield CounterMetricFamily(
                 "tenure_long_holds",
-                "Holds held --long-hold-seconds or longer, each counted once (its "
-                "long_hold log line and audit record).",
+                "Holds held their node's long_hold or --long-hold-seconds or longer, "
+                "each counted once (its long_hold log line and audit record).",
                 value=float(long_holds.told),
             )
         yield from _gc_families()
