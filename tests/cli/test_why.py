@@ -8,6 +8,9 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 
 import tenure
+from tenure._core.values import NO_IDENTITY
+from tenure._core.why_report import WhyHolder, WhyLink, WhyReport, WhyRoot, WhyWait
+from tenure.cli.why import report_json, report_lines
 from tenure.testing.conformance.support import eventually
 from tests.cli.support import one_error_line, run_tenure
 
@@ -103,3 +106,34 @@ def test_why_of_a_name_nobody_made_says_so(url: str, node: str) -> None:
     done = run_tenure("why", node, "nobody-made-this", url=url)
     assert done.returncode != 0
     assert "nobody-made-this" in one_error_line(done)
+
+
+def test_the_text_names_other_nodes_and_shows_what_is_hidden() -> None:
+    elsewhere = (WhyWait("back-office", "ledger", 1), WhyWait("", "", 2))
+    report = WhyReport(
+        "shop",
+        "orders",
+        (WhyHolder(3, "api", NO_IDENTITY, "", 1, 7, 1.0, None, elsewhere),),
+        (),
+        (
+            WhyLink("shop", "orders", 3, ("cart",), elsewhere),
+            WhyLink("back-office", "ledger", 4, (), ()),
+            WhyLink("", "", 0, ("",), ()),
+        ),
+        (WhyRoot("", "", 0, "", NO_IDENTITY, "", 5.0),),
+        1,
+        0,
+    )
+    lines = report_lines(report)
+    assert "waiting for ledger (node back-office) (#1), (hidden) (#2)" in lines[1]
+    assert (
+        "chain: orders held by session 3, waits on cart, ledger (node back-office), (hidden)"
+        in lines
+    )
+    assert "chain: (hidden) held by session ?, waits on (hidden)" in lines
+    assert lines[-1].startswith("root: (hidden) held by session 0")
+    document = report_json(report)
+    assert document["chain"][0]["waits_elsewhere"] == [  # type: ignore[index]
+        {"node": "back-office", "name": "ledger", "position": 1},
+        {"node": "", "name": "", "position": 2},
+    ]

@@ -144,3 +144,71 @@ def test_a_token_sees_the_names_of_its_nodes_alone(tmp_path: Path) -> None:
         assert "does not exist" in found["error"]
         assert get(port, "/dashboard/api/top")[0] == 401  # (no token: nothing)
         assert _asked(port, "/dashboard/api/top?window=30", "ops-secret-1")[0] == 400
+
+
+def test_a_chain_across_nodes_is_drawn_and_a_node_the_token_may_not_see_is_hidden(
+    tmp_path: Path, page: Page
+) -> None:
+    # One thread of one client holds orders of shop and waits on ledger of
+    # back-office, which another client holds: drawn as one chain. The shop token
+    # sees that orders' holder waits on something it may not see, and not what.
+    auth = tmp_path / "auth.toml"
+    auth.write_text(
+        '[[token]]\nname = "ops"\nsecret = "ops-secret-1"\naccess = "read-write"\n'
+        '[[token]]\nname = "shop"\nsecret = "shop-secret-2"\naccess = "read-only"\n'
+        'nodes = ["shop"]\n'
+    )
+    for served in serve(tmp_path, "--auth-file", str(auth)):
+        with (
+            tenure.sync.connect(served.url, token="ops-secret-1", client_name="api") as api,
+            tenure.sync.connect(served.url, token="ops-secret-1", client_name="db") as db,
+        ):
+            for node in ("shop", "back-office"):
+                api.create_node(node)
+            here = api.session("shop", description="api: POST /orders")
+            there = api.session("back-office", description="api: the ledger")
+            holder = db.session("back-office", description="db: nightly run")
+            ledger = holder.mutex("ledger").lock()
+            worker = threading.Thread(
+                target=_hold_here_wait_there, args=(here, "orders", there, "ledger")
+            )
+            worker.start()
+            try:
+                wait_until(lambda h=holder: _waiters(h, "ledger") == 1, "a waiter on ledger")
+                status, seen = _asked(served.http, "/dashboard/api/why?node=shop&name=orders",
+                                      "ops-secret-1")  # fmt: skip
+                assert status == 200, seen
+                assert [(x["node"], x["name"]) for x in seen["chain"]] == [
+                    ("shop", "orders"), ("back-office", "ledger"),
+                ]  # fmt: skip
+                page.goto(served.page_url)
+                page.fill("#secret", "shop-secret-2")
+                page.click("form#login button")
+                page.evaluate("([node, name]) => showWhy(node, name)", ["shop", "orders"])
+                page.wait_for_selector("svg.chain g.link.hidden", timeout=WAIT * 1000)
+                drawn = page.eval_on_selector_all(
+                    "svg.chain g.link",
+                    "gs => gs.map(g => [g.querySelector('text.name').textContent,"
+                    " g.classList.contains('root')])",
+                )
+                assert drawn == [["orders", False], ["(hidden)  (root)", True]]
+                arrows = page.eval_on_selector_all(
+                    "svg.chain line.waits", "ls => ls.map(l => [l.dataset.from, l.dataset.to])"
+                )
+                assert arrows == [["orders", ""]]
+                assert "back-office" not in page.content()
+                assert "ledger" not in page.locator("#why").inner_text()
+            finally:
+                ledger.release()
+                worker.join(WAIT)
+                for session in (here, there, holder):
+                    session.close()
+
+
+def _hold_here_wait_there(
+    here: tenure.sync.Session, held: str, there: tenure.sync.Session, wanted: str
+) -> None:
+    """Hold ``held`` through ``here``, then, in the same thread, wait for ``wanted``
+    through ``there`` (a session of another node)."""
+    with here.mutex(held), there.mutex(wanted):
+        pass

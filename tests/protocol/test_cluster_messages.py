@@ -73,7 +73,7 @@ VIEW = ClusterView(
 
 
 def test_version_10_is_spoken_and_the_older_ones_still_are() -> None:
-    assert PROTOCOL_VERSION == 10  # (version 10: NodeConfig's long_hold, no new command)
+    assert PROTOCOL_VERSION == 10  # (NodeConfig's long_hold, WhyLink's waits_elsewhere)
     assert {1, 2, 3, 4, 5, 6, 7, 8, 9, 10} == SUPPORTED_VERSIONS
     assert {ClusterStatus} == SINCE_VERSION_3
     assert {SwapSemaphoreData} == SINCE_VERSION_4

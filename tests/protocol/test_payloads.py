@@ -38,6 +38,7 @@ from tenure._core import (
     WatchFired,
 )
 from tenure._core.values import ClientIdentity
+from tenure._core.why_report import WhyLink, WhyReport, WhyWait
 from tenure._protocol import LocalProtocolError, Push, Reply, Request
 from tenure._protocol.messages import MESSAGE
 from tenure._protocol.older_peers import for_version
@@ -520,6 +521,27 @@ def test_a_peer_older_than_version_10_is_sent_nodes_without_long_hold() -> None:
     assert len(wire_of(old)[2][2]) == 9  # (nothing trailing set: version 5's layout)
     assert for_version(Reply(3, described), 10) == Reply(3, described)
     assert for_version(Reply(3, described), None) == Reply(3, described)
+
+
+def test_a_chain_link_waits_elsewhere_since_version_10() -> None:
+    elsewhere = (WhyWait("back-office", "ledger", 1),)
+    report = WhyReport(
+        "shop",
+        "orders",
+        chain=(WhyLink("shop", "orders", 3, ("cart",), elsewhere), WhyLink("shop", "cart", 4)),
+    )
+    links = wire_of(Reply(3, report))[2][5]
+    assert links == [
+        ["shop", "orders", 3, ["cart"], [["back-office", "ledger", 1]]],
+        ["shop", "cart", 4, []],
+    ]  # fmt: skip  (empty: not sent)
+    assert message_of(wire_of(Reply(3, report))) == Reply(3, report)
+    old = for_version(Reply(3, report), 9)
+    assert isinstance(old, Reply)
+    assert isinstance(old.value, WhyReport)
+    assert old.value.chain == (WhyLink("shop", "orders", 3, ("cart",)), WhyLink("shop", "cart", 4))
+    assert [len(link) for link in wire_of(old)[2][5]] == [4, 4]  # (version 9's layout)
+    assert for_version(Reply(3, report), 10) == Reply(3, report)
 
 
 # -- the one-entry memo of each record ------------------------------------------------------

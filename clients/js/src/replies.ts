@@ -342,12 +342,18 @@ export interface WhyWaiter {
   /** How long it has waited so far, ms (null: not known). */
   readonly waitingFor: number | null;
 }
-/** A (name, holder) the chain met (WhyLink): `sessionId` holds `name` and waits for `waitsOn` (names of the same node; empty: a root). */
+/**
+ * A (name, holder) the chain met (WhyLink): `sessionId` holds `name` and waits for `waitsOn` (names of the same node)
+ * and `waitsElsewhere` (names of other nodes, where the same task of the same client process waits through another
+ * session, each with its place; empty from a server of protocol version 9); both empty: a root. Node and name `""`:
+ * hidden (a node the token may not read).
+ */
 export interface WhyLink {
   readonly node: string;
   readonly name: string;
   readonly sessionId: number;
   readonly waitsOn: readonly string[];
+  readonly waitsElsewhere: readonly WhyWait[];
 }
 /** A holder the chain met that waits for nothing (WhyRoot): what everyone behind waits on. */
 export interface WhyRoot {
@@ -388,6 +394,15 @@ const msOrNull = (value: unknown, field: string): number | null => {
   return read === null ? null : read * 1000;
 };
 
+/** Requests a holder has queued (WhyWait records). */
+function readWaits(waits: unknown, field: string): WhyWait[] {
+  return array(waits, field).map((wait, j): WhyWait => {
+    const g = `${field}[${j}]`;
+    const w = array(wait, g, 3, 3);
+    return { node: str(w[0], `${g}.node`), name: str(w[1], `${g}.name`), position: uint(w[2], `${g}.position`) };
+  });
+}
+
 /** Read a WhyReport reply (WhyName's; docs/protocol.md, section 7). */
 export function readWhyReport(value: unknown): WhyReport {
   const v = tagged(value, "WhyReport", 13, 9);
@@ -403,13 +418,7 @@ export function readWhyReport(value: unknown): WhyReport {
       token: u64(h[5], `${f}.token`),
       heldFor: msOrNull(h[6], `${f}.held_for`),
       maxHoldEndsIn: msOrNull(h[7], `${f}.max_hold_ends_in`),
-      waitingFor: optional(h[8], `${f}.waiting_for`, (waits, field) =>
-        array(waits, field).map((wait, j): WhyWait => {
-          const g = `${field}[${j}]`;
-          const w = array(wait, g, 3, 3);
-          return { node: str(w[0], `${g}.node`), name: str(w[1], `${g}.name`), position: uint(w[2], `${g}.position`) };
-        }),
-      ),
+      waitingFor: optional(h[8], `${f}.waiting_for`, readWaits),
     };
   });
   const waiters = array(v[3], "WhyReport.waiters").map((item, i): WhyWaiter => {
@@ -428,12 +437,13 @@ export function readWhyReport(value: unknown): WhyReport {
   const chain = optional(v[4], "WhyReport.chain", (links, field) =>
     array(links, field).map((item, i): WhyLink => {
       const f = `${field}[${i}]`;
-      const l = array(item, f, 4, 4);
+      const l = array(item, f, 4, 5);
       return {
         node: str(l[0], `${f}.node`),
         name: str(l[1], `${f}.name`),
         sessionId: uint(l[2], `${f}.session_id`),
         waitsOn: array(l[3], `${f}.waits_on`).map((name, j) => str(name, `${f}.waits_on[${j}]`)),
+        waitsElsewhere: l.length > 4 ? readWaits(l[4], `${f}.waits_elsewhere`) : [],
       };
     }),
   );

@@ -86,8 +86,8 @@ test("WhyName and WhyReport are byte for byte Python's codec's (protocol version
     ],
     waiters: [{ sessionId: 5, description: "", identity, address: addresses[1], count: 2n, position: 1, waitingFor: 250 }],
     chain: [
-      { node: "n", name: "A", sessionId: 3, waitsOn: ["B"] },
-      { node: "n", name: "B", sessionId: 4, waitsOn: [] },
+      { node: "n", name: "A", sessionId: 3, waitsOn: ["B"], waitsElsewhere: [] },
+      { node: "n", name: "B", sessionId: 4, waitsOn: [], waitsElsewhere: [] },
     ],
     roots: [{ node: "n", name: "B", sessionId: 4, description: "job b", identity, address: addresses[2], heldFor: 2000 }],
     holdersTotal: 1,
@@ -117,6 +117,23 @@ test("WhyName and WhyReport are byte for byte Python's codec's (protocol version
     maxHoldEndsIn: 30_000,
     waitingFor: null,
   });
+  // Version 10: a link's trailing waits_elsewhere (what its holder waits for in other nodes; "": hidden), absent when
+  // empty. encode_message(Reply(4, WhyReport("n", "A", (), (), (WhyLink("n", "A", 3, (), (WhyWait("m", "B", 2),
+  // WhyWait("", "", 1))), WhyLink("m", "B", 5)), (), 0, 0)))
+  const across = readWhyReport(reply("930d049a0da16ea14190909295a16ea14103909293a16da1420293a0a00194a16da1420590900000c2"));
+  assert.deepEqual(across.chain, [
+    {
+      node: "n",
+      name: "A",
+      sessionId: 3,
+      waitsOn: [],
+      waitsElsewhere: [
+        { node: "m", name: "B", position: 2 },
+        { node: "", name: "", position: 1 },
+      ],
+    },
+    { node: "m", name: "B", sessionId: 5, waitsOn: [], waitsElsewhere: [] },
+  ]);
   // What does not fit its layout is a ProtocolError naming the field.
   const base = [13, "n", "A", [], [], [], [], 0, 0, false];
   const cases: [unknown, RegExp][] = [

@@ -59,9 +59,9 @@ test("why follows a chain of three to its root: A's holder waits for B, B's for 
   assert.ok(holder.heldFor !== null && holder.heldFor >= 0, `heldFor ${holder.heldFor}`);
   assert.deepEqual(holder.waitingFor, [{ node: n, name: "B", position: 1 }]);
   assert.deepEqual(report.chain, [
-    { node: n, name: "A", sessionId: a.sessionId, waitsOn: ["B"] },
-    { node: n, name: "B", sessionId: b.sessionId, waitsOn: ["C"] },
-    { node: n, name: "C", sessionId: c.sessionId, waitsOn: [] },
+    { node: n, name: "A", sessionId: a.sessionId, waitsOn: ["B"], waitsElsewhere: [] },
+    { node: n, name: "B", sessionId: b.sessionId, waitsOn: ["C"], waitsElsewhere: [] },
+    { node: n, name: "C", sessionId: c.sessionId, waitsOn: [], waitsElsewhere: [] },
   ]);
   assert.equal(report.roots?.length, 1);
   const root = report.roots![0]!;
@@ -73,7 +73,7 @@ test("why follows a chain of three to its root: A's holder waits for B, B's for 
   assert.deepEqual(atRoot.holders.map((h) => [h.sessionId, h.token, h.waitingFor]), [[c.sessionId, heldC.token, []]]);
   assert.deepEqual(atRoot.waiters.map((w) => [w.sessionId, w.description, w.count, w.position]), [[b.sessionId, "job b", MAX_COUNT, 1]]);
   assert.ok(atRoot.waiters[0]!.waitingFor !== null && atRoot.waiters[0]!.waitingFor >= 0);
-  assert.deepEqual(atRoot.chain, [{ node: n, name: "C", sessionId: c.sessionId, waitsOn: [] }]);
+  assert.deepEqual(atRoot.chain, [{ node: n, name: "C", sessionId: c.sessionId, waitsOn: [], waitsElsewhere: [] }]);
   assert.deepEqual(atRoot.roots?.map((r) => [r.name, r.sessionId]), [["C", c.sessionId]]);
 
   // The chain unwinds from its root: C to b, then B to a.

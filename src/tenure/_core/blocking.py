@@ -9,11 +9,22 @@ the deadlock detector's rule, :mod:`tenure._core.wait_graph`), else every wait o
 session (a client that does not number its tasks, YDB's or dflockd's, asks one thing
 at a time per session).
 
-The **chain** follows those waits from the name, breadth first: each (name, holder)
-met once, with the names that holder waits for; the **roots** are the holders met
-that wait for nothing (a cycle has none: a deadlock of holds whose tasks are not
-known, which the detector cannot see). A session lives in one node, so the chain
-stays in the node asked about.
+**Across sessions and nodes.** A session lives in one node, but one task of a
+client process may hold through its session of one node and wait through its session
+of another (or of the same node): its waits are found through
+``EngineState.client_sessions``, the sessions of the same client identity (host,
+process id, client name; an identity without a process id is not known to be one
+process, and links nothing). Only attached sessions link (a session whose client is
+gone may have been resumed by another process, or its process id taken by a new one:
+task numbers are per process), and only a task the client numbered (not 0). A
+holder's ``waiting_for`` and a chain link's ``waits_elsewhere`` list those waits
+with their nodes; the deadlock detector still looks within one node.
+
+The **chain** follows those waits from the name, breadth first: each (node, name,
+holder) met once, with the names that holder waits for; the **roots** are the holders
+met that wait for nothing (a cycle has none: a deadlock of holds whose tasks are not
+known, which the detector cannot see). Whoever answers hides what the asker may not
+read (:func:`~tenure._core.why_report.hidden`).
 
 The walk is bounded: the chain has at most the page's ``limit`` links (so that an
 answer fits a frame), and every hold, wait and queue place it looks at is spent from
@@ -73,7 +84,7 @@ def why(
     sessions = state.sessions
     # The chain first: what blocks matters more than a place in a queue, which is
     # what a long queue makes costly.
-    chain, roots = _chain(node, sem, sessions, looks, now, limit)
+    chain, roots = _chain(state, node, sem, looks, now, limit)
     holders: list[WhyHolder] = []
     for owner in sem.each_owner():
         if len(holders) == limit:
@@ -88,7 +99,7 @@ def why(
                 owner.token,
                 max(0.0, now - owner.since),
                 None if ends is None else max(0.0, ends - now),
-                _waits(node, session, owner.task, looks),
+                tuple(_waits(state, session, owner.task, looks)),
             )
         )
     waiters: list[WhyWaiter] = []
@@ -121,26 +132,41 @@ def _who(session: Session | None) -> tuple[str, ClientIdentity, str]:
     return session.description, session.identity, ""
 
 
-def _places(session: Session, task: int) -> list[tuple[str, int]]:
-    """The (name, hold) of each wait of ``session`` its hold of task ``task`` waits with
-    (module docstring): the task's, or, task unknown (0), every one of the session."""
-    if task:
-        return list(session.task_waits(task))
-    return [(name, hold) for name in session.waits for hold in session.waits_on(name)]
-
-
-def _waits(node: Node, session: Session | None, task: int, looks: _Looks) -> tuple[WhyWait, ...]:
-    """What the hold of ``session``'s task ``task`` waits for, each with its place."""
-    if session is None or not session.waits:
-        return ()
-    found: list[WhyWait] = []
-    for name, hold in _places(session, task):
+def _places(
+    state: EngineState, session: Session, task: int, looks: _Looks
+) -> list[tuple[Session, str, int]]:
+    """The (session, name, hold) of each wait ``session``'s hold of task ``task`` waits
+    with (module docstring): the task's, in this session and in the other attached
+    sessions of its client process; or, task unknown (0), every one of the session."""
+    if not task:
+        return [(session, name, hold) for name in session.waits for hold in session.waits_on(name)]
+    found = [(session, name, hold) for name, hold in session.task_waits(task)]
+    identity = session.identity
+    if not identity.pid or session.expires_at is not None:
+        return found
+    for sid in state.sessions_of(identity):
+        if sid == session.session_id:
+            continue
         if not looks.spend():
             break
-        sem = node.semaphores[name]
-        place = _position(sem, holder_key(session.session_id, hold), looks)
-        found.append(WhyWait(node.name, name, place))
-    return tuple(found)
+        other = state.sessions[sid]
+        if other.expires_at is None and other.waits:
+            found += [(other, name, hold) for name, hold in other.task_waits(task)]
+    return found
+
+
+def _waits(state: EngineState, session: Session | None, task: int, looks: _Looks) -> list[WhyWait]:
+    """What the hold of ``session``'s task ``task`` waits for, each with its place."""
+    if session is None:
+        return []
+    found: list[WhyWait] = []
+    for waiting, name, hold in _places(state, session, task, looks):
+        if not looks.spend():
+            break
+        sem = state.nodes[waiting.node].semaphores[name]
+        place = _position(sem, holder_key(waiting.session_id, hold), looks)
+        found.append(WhyWait(waiting.node, name, place))
+    return found
 
 
 def _position(sem: Semaphore, key: int, looks: _Looks) -> int:
@@ -160,21 +186,17 @@ def _position(sem: Semaphore, key: int, looks: _Looks) -> int:
 
 
 def _chain(
-    node: Node,
-    sem: Semaphore,
-    sessions: dict[int, Session],
-    looks: _Looks,
-    now: float,
-    limit: int,
+    state: EngineState, node: Node, sem: Semaphore, looks: _Looks, now: float, limit: int
 ) -> tuple[tuple[WhyLink, ...], tuple[WhyRoot, ...]]:
-    """Every (name, holder) met from ``sem``'s holders along what they wait for,
+    """Every (node, name, holder) met from ``sem``'s holders along what they wait for,
     breadth first (``limit`` at most: more is cut), and the roots among them."""
     chain: list[WhyLink] = []
     roots: list[WhyRoot] = []
-    todo = deque([sem])
-    met = {sem.name}
+    todo = deque([(node, sem)])
+    met = {(node.name, sem.name)}
+    sessions = state.sessions
     while todo:
-        here = todo.popleft()
+        where, here = todo.popleft()
         for owner in here.each_owner():
             if len(chain) == limit:
                 looks.cut = True
@@ -182,18 +204,26 @@ def _chain(
                 return tuple(chain), tuple(roots)
             session = sessions.get(owner.session_id)
             names: list[str] = []
-            if session is not None and session.waits:
-                for name, _ in _places(session, owner.task):
-                    if name not in names:
-                        names.append(name)
-            chain.append(WhyLink(node.name, here.name, owner.session_id, tuple(names)))
-            if not names:
+            elsewhere: list[WhyWait] = []
+            if session is not None:
+                for waiting, name, hold in _places(state, session, owner.task, looks):
+                    there = where if waiting.node == where.name else state.nodes[waiting.node]
+                    if there is where:
+                        if name not in names:
+                            names.append(name)
+                    else:  # (rare: its place is counted, as a holder's waits are)
+                        key = holder_key(waiting.session_id, hold)
+                        place = _position(there.semaphores[name], key, looks)
+                        elsewhere.append(WhyWait(there.name, name, place))
+                    if (there.name, name) not in met:
+                        met.add((there.name, name))
+                        todo.append((there, there.semaphores[name]))
+            chain.append(
+                WhyLink(where.name, here.name, owner.session_id, tuple(names), tuple(elsewhere))
+            )
+            if not names and not elsewhere:
                 held_for = max(0.0, now - owner.since)
                 roots.append(
-                    WhyRoot(node.name, here.name, owner.session_id, *_who(session), held_for)
+                    WhyRoot(where.name, here.name, owner.session_id, *_who(session), held_for)
                 )
-            for name in names:
-                if name not in met:
-                    met.add(name)
-                    todo.append(node.semaphores[name])
     return tuple(chain), tuple(roots)

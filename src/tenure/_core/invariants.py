@@ -74,6 +74,17 @@ def check_invariants(engine: Engine) -> None:
             assert timer.token <= engine.last_token, f"{name}: claim token from the future"
             assert timer.ends_at >= timer.least_until, f"{name}: claim ends before at_least"
             assert timer.ends_at > engine.now, f"{name}: claim ended but was kept"
+    by_client: dict[object, list[int]] = {}
+    for sid, session in engine.sessions.items():
+        if session.identity.pid:
+            by_client.setdefault(session.identity, []).append(sid)
+    kept = {identity: engine.sessions_of(identity) for identity in engine.client_sessions}
+    assert kept == {identity: sorted(sids) for identity, sids in by_client.items()}, (
+        "client_sessions is not the sessions'"
+    )
+    assert all(
+        isinstance(same, int) or len(same) > 1 for same in engine.client_sessions.values()
+    ), "a set of one in client_sessions"
     for sid, session in engine.sessions.items():
         node = engine.nodes[session.node]
         assert sid in node.sessions

@@ -114,6 +114,7 @@ def _load(data: Plain, version: int, counted: bool) -> Engine:
             created_at=created_at,
         )
         engine.sessions[sid] = session
+        engine.index_client(session)
         node.sessions.add(sid)
     for plain in data["nodes"]:
         node = engine.nodes[plain["name"]]

@@ -46,6 +46,7 @@ from tenure._core.values import (
     MAX_PREFIX_WATCHES_PER_NODE,
     MAX_WATCHES_PER_SEMAPHORE,
     BrokenDeadlock,
+    ClientIdentity,
     check_name,
 )
 from tenure._core.watches import Watches
@@ -114,6 +115,13 @@ class EngineState:
         #: The names of ``nodes``, sorted (for listings; :meth:`add_node`, :meth:`drop_node`).
         self.node_index: SortedKeys[str] = SortedKeys()
         self.sessions: dict[int, Session] = {}
+        #: The sessions of each client process (identities with a process id; rebuilt
+        #: with the sessions, by :meth:`index_client`): the sessions through which one
+        #: task of a client may hold on one node and wait on another
+        #: (:mod:`tenure._core.blocking`). One session's id alone, the usual case (a set
+        #: costs 216 bytes; a fleet of processes, a session each, is a set each), else
+        #: a set of two or more: :meth:`sessions_of`.
+        self.client_sessions: dict[ClientIdentity, int | set[int]] = {}
         self.last_token = 0  # rule 3: the fencing counter
         self.last_session_id = 0
         self.last_watch_id = 0
@@ -160,11 +168,34 @@ class EngineState:
         """Keep the new ``session`` of ``node``; it counts against its owner (its
         ``usage``) with its description's, identity's and key's bytes from now on."""
         self.sessions[session.session_id] = session
+        self.index_client(session)
         node.add_session(session.session_id)
         usage = session.usage
         if usage is not None and usage.live:
             usage.add(Q_SESSIONS, 1)
             usage.add(Q_DATA_BYTES, session.counted_bytes())
+
+    def index_client(self, session: Session) -> None:
+        """Count ``session`` among its client's (:attr:`client_sessions`), if its
+        identity names a process."""
+        identity = session.identity
+        if identity.pid:
+            sid = session.session_id
+            same = self.client_sessions.get(identity)
+            if same is None:
+                self.client_sessions[identity] = sid
+            elif isinstance(same, int):
+                self.client_sessions[identity] = {same, sid}
+            else:
+                same.add(sid)
+
+    def sessions_of(self, identity: ClientIdentity) -> list[int]:
+        """The ids of the sessions of the client ``identity`` (none for one without a
+        process id), ascending."""
+        same = self.client_sessions.get(identity) if identity.pid else None
+        if same is None:
+            return []
+        return [same] if isinstance(same, int) else sorted(same)
 
     def forget_session(self, session: Session, node: Node) -> None:
         """Forget ``session`` of ``node``, and what it counted against its owner: itself,
@@ -172,6 +203,15 @@ class EngineState:
         (taken out of their queues by the caller) and the endings it kept."""
         sid = session.session_id
         del self.sessions[sid]
+        identity = session.identity
+        if identity.pid:
+            same = self.client_sessions[identity]
+            if isinstance(same, int):
+                del self.client_sessions[identity]
+            else:
+                same.discard(sid)
+                if len(same) == 1:
+                    self.client_sessions[identity] = next(iter(same))
         node.drop_session(sid)
         self.disarm_watches(session)
         usage = session.usage

@@ -7,11 +7,12 @@ for (``tenure.client._why``). Public as ``tenure.WhyReport`` and the rest.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, replace
 
-from tenure._core.values import ClientIdentity
+from tenure._core.values import NO_IDENTITY, ClientIdentity
 
-__all__ = ["WhyHolder", "WhyLink", "WhyReport", "WhyRoot", "WhyWait", "WhyWaiter"]
+__all__ = ["WhyHolder", "WhyLink", "WhyReport", "WhyRoot", "WhyWait", "WhyWaiter", "hidden"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,12 +65,15 @@ class WhyWaiter:
 @dataclass(frozen=True, slots=True)
 class WhyLink:
     """A (name, holder) the chain met: ``session_id`` holds ``name`` of ``node`` and
-    waits for ``waits_on`` (names of the same node; empty: a root)."""
+    waits for ``waits_on`` (names of the same node) and ``waits_elsewhere`` (names of
+    other nodes, where the same task of the same client process waits through
+    another session: :class:`WhyWait`, each with its place); both empty: a root."""
 
     node: str
     name: str
     session_id: int
     waits_on: tuple[str, ...] = ()
+    waits_elsewhere: tuple[WhyWait, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,3 +112,46 @@ class WhyReport:
     holders_total: int = 0
     waiters_total: int = 0
     cut: bool = False
+
+
+def hidden(report: WhyReport, may_read: Callable[[str], bool]) -> WhyReport:
+    """``report`` as a reader who may read the nodes ``may_read`` says sees it (the
+    report's own node is one: whoever asks about a name may read its node).
+
+    What lies in another node is shown as hidden, never leaked: a wait there has node
+    and name "" (a name is never empty: "" says hidden); a link or root there, node,
+    name and the names it waits on "", session 0, no description, identity or
+    address. How many there are, and how long a hidden root has held, stay.
+    """
+    seen: dict[str, bool] = {report.node: True}
+
+    def readable(node: str) -> bool:
+        known = seen.get(node)
+        if known is None:
+            known = seen[node] = may_read(node)
+        return known
+
+    def wait(w: WhyWait) -> WhyWait:
+        return w if readable(w.node) else WhyWait("", "", w.position)
+
+    def link(k: WhyLink) -> WhyLink:
+        elsewhere = tuple(wait(w) for w in k.waits_elsewhere)
+        if readable(k.node):
+            return replace(k, waits_elsewhere=elsewhere)
+        return WhyLink("", "", 0, tuple("" for _ in k.waits_on), elsewhere)
+
+    def root(r: WhyRoot) -> WhyRoot:
+        return r if readable(r.node) else WhyRoot("", "", 0, "", NO_IDENTITY, "", r.held_for)
+
+    holders = tuple(
+        h
+        if h.waiting_for is None
+        else replace(h, waiting_for=tuple(wait(w) for w in h.waiting_for))
+        for h in report.holders
+    )
+    return replace(
+        report,
+        holders=holders,
+        chain=None if report.chain is None else tuple(link(k) for k in report.chain),
+        roots=None if report.roots is None else tuple(root(r) for r in report.roots),
+    )

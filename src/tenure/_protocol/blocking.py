@@ -1,5 +1,5 @@
 """Who blocks a name on the wire: WhyName's reply, WhyReport, and TopNames', TopReport
-(protocol version 9).
+(protocol version 9; a chain link's ``waits_elsewhere``, version 10).
 
 WhyName and TopNames are engine commands (:mod:`tenure._protocol.payload_commands`);
 their replies and the records inside them are here, so that the reply values' module
@@ -55,8 +55,18 @@ WHY_WAITER: Final = Record(
         ("waiting_for", OPT_FLOAT),
     ],
 )
+#: (Version 10 added the trailing ``waits_elsewhere``: what a holder waits for in
+#: other nodes, through other sessions of its client process.)
 WHY_LINK: Final = Record(
-    WhyLink, [("node", STR), ("name", STR), ("session_id", UINT), ("waits_on", ArrayOf(STR))]
+    WhyLink,
+    [
+        ("node", STR),
+        ("name", STR),
+        ("session_id", UINT),
+        ("waits_on", ArrayOf(STR)),
+        ("waits_elsewhere", ArrayOf(WHY_WAIT)),
+    ],
+    since=4,
 )
 WHY_ROOT: Final = Record(
     WhyRoot,

@@ -105,7 +105,8 @@ __all__ = [
 #: other command takes: :mod:`tenure._protocol.admin`). Version 9 added WhyName (who
 #: blocks a name) and TopNames (the most contended names): :mod:`tenure._protocol.blocking`.
 #: Version 10 added NodeConfig's trailing ``long_hold`` (a node's own threshold for
-#: telling of long holds; no new command).
+#: telling of long holds) and WhyLink's trailing ``waits_elsewhere`` (a chain across
+#: nodes); no new command.
 PROTOCOL_VERSION: Final = 10
 #: The versions a server built from this code accepts in a Hello. To an older peer
 #: it sends the layouts of the peer's version

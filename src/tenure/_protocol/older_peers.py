@@ -24,6 +24,7 @@ from tenure._core.values import (
     SemaphoreDescription,
     WaiterInfo,
 )
+from tenure._core.why_report import WhyReport
 from tenure._protocol.messages import STANDALONE, Message, Push, Reply, Request, Welcome
 
 __all__ = ["for_version"]
@@ -44,7 +45,9 @@ def for_version(message: Message, version: int | None) -> Message:
     server of version 7: :attr:`Capability.MAX_HOLD`): a node's description reaches
     it with none (left out). A peer of version 1 to 9 does not know NodeConfig's
     ``long_hold`` (a client sends it only to a server of version 10): a node's
-    description reaches it with none (left out).
+    description reaches it with none (left out); nor a chain link's
+    ``waits_elsewhere`` (what a holder waits for in other nodes): left out, the
+    holder's ``waiting_for`` still names those waits.
     """
     if version is None or version >= 10:
         return message
@@ -79,13 +82,19 @@ def for_version(message: Message, version: int | None) -> Message:
 
 
 def _before_version_10(message: Message) -> Message:
-    """``message`` without what version 10 added: NodeConfig's ``long_hold`` (None, it
-    is not even sent)."""
+    """``message`` without what version 10 added: NodeConfig's ``long_hold`` and a
+    chain link's ``waits_elsewhere`` (left empty: not even sent)."""
     if type(message) is Reply:
         value = message.value
         if type(value) is NodeDescription and value.config.long_hold is not None:
             config = dataclasses.replace(value.config, long_hold=None)
             return Reply(message.request_id, dataclasses.replace(value, config=config))
+        if type(value) is WhyReport and value.chain:
+            chain = tuple(
+                dataclasses.replace(link, waits_elsewhere=()) if link.waits_elsewhere else link
+                for link in value.chain
+            )
+            return Reply(message.request_id, dataclasses.replace(value, chain=chain))
     return message
 
 

@@ -6,7 +6,8 @@ name}``, and ``address``, where the server sees its connection (``null``: detach
 or a store that does not say). What the store does
 not know (Capability.WAIT_CHAINS: ``etcd://``, ``redis://``, ``postgres://``) is
 left out: a holder's ``waiting_for``, the ``chain`` and the ``roots``; a time it keeps
-none of is ``null``.
+none of is ``null``. What lies in a node the token may not read is hidden: its node
+and name are ``""`` (shown ``(hidden)`` in the text), its session 0.
 """
 
 from __future__ import annotations
@@ -117,6 +118,7 @@ def _link_json(link: WhyLink) -> dict[str, object]:
         "name": link.name,
         "session_id": link.session_id,
         "waits_on": list(link.waits_on),
+        "waits_elsewhere": [_wait_json(wait) for wait in link.waits_elsewhere],
     }
 
 
@@ -144,7 +146,8 @@ def report_lines(report: WhyReport) -> list[str]:
         waits = ""
         if holder.waiting_for:
             waits = ", waiting for " + ", ".join(
-                f"{safe(wait.name)} (#{wait.position or '?'})" for wait in holder.waiting_for
+                f"{_place(wait, report.node)} (#{wait.position or '?'})"
+                for wait in holder.waiting_for
             )
         bound = ""
         if holder.max_hold_ends_in is not None:
@@ -162,17 +165,27 @@ def report_lines(report: WhyReport) -> list[str]:
         lines.append("chain: not known (the store does not say what a holder waits for)")
     else:
         for link in report.chain:
-            waits = ", ".join(safe(name) for name in link.waits_on) or "nothing"
-            held = f"{safe(link.name)} held by session {link.session_id}"
-            lines.append(f"chain: {held}, waits on {waits}")
+            here = WhyWait(link.node, link.name, 0)
+            on = [_place(WhyWait(link.node, name, 0), report.node) for name in link.waits_on]
+            on += [_place(wait, report.node) for wait in link.waits_elsewhere]
+            held = f"{_place(here, report.node)} held by session {link.session_id or '?'}"
+            lines.append(f"chain: {held}, waits on {', '.join(on) or 'nothing'}")
         for root in report.roots or ():
             who = _who(root)
-            lines.append(
-                f"root: {safe(root.name)} held by {who} for {_render.duration_text(root.held_for)}"
-            )
+            name = _place(WhyWait(root.node, root.name, 0), report.node)
+            lines.append(f"root: {name} held by {who} for {_render.duration_text(root.held_for)}")
     if report.cut:
         lines.append("(cut short at the server's --why-look-limit or --limit: more may block)")
     return lines
+
+
+def _place(wait: WhyWait, node: str) -> str:
+    """A name as the text shows it: ``name``, ``name (node N)`` in another node than
+    the one asked about, ``(hidden)`` where the token may not read it."""
+    if not wait.name:
+        return "(hidden)"
+    name = _render.safe(wait.name)
+    return name if wait.node == node else f"{name} (node {_render.safe(wait.node)})"
 
 
 def _who(who: WhyHolder | WhyWaiter | WhyRoot) -> str:

@@ -1,4 +1,5 @@
-"""A hostile token beside a bystander in the statistics per name (issue 60).
+"""A hostile token beside a bystander in the statistics per name, and what a chain
+shows of a node a token may not read (issue 60).
 
 The abuse: a token floods fresh contended names (each waited on once) to push out
 what the other tenants' operators watch in ``tenure top``, or reads the others'
@@ -11,6 +12,7 @@ its own nodes' names alone, on the wire and on the dashboard.
 
 from __future__ import annotations
 
+import json
 import urllib.request
 from pathlib import Path
 from typing import Any
@@ -20,6 +22,8 @@ import pytest
 
 from tenure._core import MAX_COUNT, Acquire, CreateNode, CreateSession, Release, TopNames, WhyName
 from tenure._core.top_report import TopReport
+from tenure._core.values import ClientIdentity
+from tenure._core.why_report import WhyLink, WhyReport, WhyWait
 from tenure.errors import ErrorCode
 
 from ..tenants import TenantServer, token, write_auth_file
@@ -108,3 +112,58 @@ async def test_a_flood_of_names_pushes_out_none_of_a_bystanders(
         assert board["kept"] is None  # (how many names there are in all: not its to know)
         board = _dashboard_top(server.http_port, SHOP)
         assert sorted(row["name"] for row in board["names"]) == WATCHED
+
+
+async def test_a_chain_into_a_node_the_token_may_not_read_is_shown_hidden(
+    tmp_path: Path, wire: Clients
+) -> None:
+    # One task of one process holds A of shop and waits on B of back-office (held by
+    # another process): the shop token sees that A's holder waits, on something of a
+    # node it may not read, and nothing of what.
+    auth_file = write_auth_file(
+        tmp_path, token("admin", ADMIN), token("shop", SHOP, nodes=["shop"])
+    )
+    with TenantServer(tmp_path, auth_file, "--dashboard-rate", "20", http=True) as server:
+        admin = await wire.connect(server.port, token=ADMIN)
+        for node in ("shop", "back-office"):
+            await admin.call(CreateNode(node))
+        worker, other = ClientIdentity("web-1", 42, "worker"), ClientIdentity("db-1", 7, "ledger")
+        here = (await admin.call(CreateSession("shop", b"k", identity=worker))).session_id
+        there = (await admin.call(CreateSession("back-office", b"k", identity=worker))).session_id
+        ledger = (await admin.call(CreateSession("back-office", b"k", identity=other))).session_id
+        await admin.call(Acquire(here, "A", MAX_COUNT, request_id=1, ephemeral=True, task=5))
+        await admin.call(Acquire(ledger, "B", MAX_COUNT, request_id=2, ephemeral=True, task=1))
+        await admin.call(Acquire(there, "B", MAX_COUNT, request_id=3, ephemeral=True, task=5))
+
+        whole: WhyReport = await admin.call(WhyName("shop", "A"))
+        assert whole.holders[0].waiting_for == (WhyWait("back-office", "B", 1),)
+        assert [(r.node, r.name, r.session_id) for r in whole.roots or ()] == [
+            ("back-office", "B", ledger)
+        ]
+        shop = await wire.connect(server.port, token=SHOP)
+        seen: WhyReport = await shop.call(WhyName("shop", "A"))
+        assert seen.holders[0].waiting_for == (WhyWait("", "", 1),)
+        assert seen.chain == (
+            WhyLink("shop", "A", here, (), (WhyWait("", "", 1),)),
+            WhyLink("", "", 0, (), ()),
+        )
+        assert [(r.node, r.name, r.session_id, r.description) for r in seen.roots or ()] == [
+            ("", "", 0, "")
+        ]
+        assert "back-office" not in repr(seen)
+        assert "ledger" not in repr(seen)
+        board = _dashboard_why(server.http_port, SHOP, "shop", "A")
+        assert board["chain"][1] == {
+            "node": "", "name": "", "session_id": 0, "waits_on": [], "waits_elsewhere": []
+        }  # fmt: skip
+        assert "back-office" not in json.dumps(board)
+
+
+def _dashboard_why(port: int, secret: str, node: str, name: str) -> dict[str, Any]:
+    request = urllib.request.Request(
+        f"http://127.0.0.1:{port}/dashboard/api/why?node={node}&name={name}",
+        headers={"Authorization": f"Bearer {secret}"},
+    )
+    with urllib.request.urlopen(request, timeout=WAIT) as answer:
+        got: dict[str, Any] = msgspec.json.decode(answer.read())
+        return got

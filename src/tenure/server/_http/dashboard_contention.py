@@ -31,6 +31,7 @@ from tenure._core.blocking import why
 from tenure._core.contention import top
 from tenure._core.top_report import SORTS, TOP_PAGE
 from tenure._core.values import MAX_PAGE
+from tenure._core.why_report import hidden
 from tenure.errors import ErrorCode, TenureError, code_of
 from tenure.server._http.dashboard_answers import HEADERS, error_response
 from tenure.server._http.dashboard_views import DASHBOARD
@@ -104,6 +105,7 @@ async def why_answer(request: web.Request) -> web.Response:
         return error_response(503, "the server is not serving")
     try:
         report = why(server.host.engine, node, name, 0, WHY_SHOWN, server.host.clock.now())
+        report = hidden(report, viewer.may_see)  # (a chain may lead into others' nodes)
     except TenureError as error:
         return error_response(404 if code_of(error) is ErrorCode.NOT_FOUND else 400, str(error))
     return web.json_response(dataclasses.asdict(report), headers=HEADERS)

@@ -302,7 +302,7 @@ class NativeFace:
         elif isinstance(command, CloseSession):
             self.table.forget(command.session_id)
         elif kind is WhyName:  # (who connects each session: this face's table alone knows)
-            value = with_addresses(value, self.table.owner)  # type: ignore[arg-type]
+            value = with_addresses(value, self.table.owner, conn.token)  # type: ignore[arg-type]
         self.out.emit(conn, Reply(rid, value))  # type: ignore[arg-type]
         if self.observer is not None:
             self.observer.request(command, None)

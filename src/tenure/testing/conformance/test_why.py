@@ -90,6 +90,47 @@ async def test_a_chain_of_three_names_the_root(client: tenure.Client, node: str)
         ]
 
 
+async def hold_here_wait_there(
+    here: tenure.Session, held: str, there: tenure.Session, wanted: str
+) -> None:
+    """Lock ``held`` through ``here``, then, in the same task, wait for ``wanted``
+    through ``there`` (a session of another node; until cancelled)."""
+    async with here.mutex(held), there.mutex(wanted):
+        pass
+
+
+@pytest.mark.requires(tenure.Capability.WAIT_CHAINS)
+async def test_a_chain_crosses_nodes_through_one_tasks_sessions(
+    client: tenure.Client, node: str
+) -> None:
+    # One task of this process holds A through its session of one node and waits on B
+    # through its session of another, where B's holder waits for nothing.
+    other_node = unique("why-other")
+    await client.create_node(other_node)
+    a_name, b_name = unique("why-a"), unique("why-b")
+    async with (
+        client.session(node, description="worker here") as here,
+        client.session(other_node, description="worker there") as there,
+        client.session(other_node, description="b's holder") as holder,
+        holder.mutex(b_name),
+    ):
+        spawn(hold_here_wait_there(here, a_name, there, b_name))
+        await wait_for_waiters(holder, b_name, 1)
+
+        report = await within(client.why(node, a_name))
+
+        (held,) = report.holders
+        assert held.session_id == here.id
+        assert held.waiting_for == (tenure.WhyWait(other_node, b_name, 1),)
+        assert report.chain == (
+            tenure.WhyLink(node, a_name, here.id, (), (tenure.WhyWait(other_node, b_name, 1),)),
+            tenure.WhyLink(other_node, b_name, holder.id, (), ()),
+        )
+        assert [(r.node, r.name, r.session_id) for r in report.roots or ()] == [
+            (other_node, b_name, holder.id)
+        ]
+
+
 async def test_bad_input_is_refused(client: tenure.Client, node: str) -> None:
     with pytest.raises(NotFoundError):
         await client.why(node, unique("never-made"))

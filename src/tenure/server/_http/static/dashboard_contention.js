@@ -61,32 +61,41 @@ async function showWhy(node, name) {
 }
 
 // The chain as columns: the asked name's holders first, then what each waits on, to
-// the roots; an arrow from a holder to each name it waits for.
+// the roots; an arrow from a holder to each name it waits for, in its node
+// (waits_on) or in another (waits_elsewhere: the same task through another session of
+// its process). What lies in a node the viewer may not see comes with node and name
+// "" and session 0: drawn as "(hidden)", never named.
+function waitsFor(link, other) {
+  if (other.node === link.node && link.waits_on.includes(other.name)) return true;
+  return link.waits_elsewhere.some((w) => w.node === other.node && w.name === other.name);
+}
+
 function chainGraph(report) {
-  const depth = new Map(); // "name session" -> its column
-  const key = (link) => link.name + " " + link.session_id;
-  for (const link of report.chain) {
-    if (link.name === report.name) depth.set(key(link), 0);
-  }
-  for (const link of report.chain) { // (breadth first already: parents come first)
-    const d = depth.has(key(link)) ? depth.get(key(link)) : 0;
-    depth.set(key(link), d);
-    for (const other of report.chain) {
-      if (link.waits_on.includes(other.name) && !depth.has(key(other))) depth.set(key(other), d + 1);
-    }
-  }
-  const roots = new Set(report.roots.map((r) => r.name + " " + r.session_id));
+  const links = report.chain;
+  const depth = new Map(); // index in the chain -> its column
+  links.forEach((link, i) => {
+    if (link.node === report.node && link.name === report.name) depth.set(i, 0);
+  });
+  links.forEach((link, i) => { // (breadth first already: parents come first)
+    const d = depth.has(i) ? depth.get(i) : 0;
+    depth.set(i, d);
+    links.forEach((other, j) => {
+      if (!depth.has(j) && waitsFor(link, other)) depth.set(j, d + 1);
+    });
+  });
+  const rootKey = (x) => x.node + "\u0000" + x.name + "\u0000" + x.session_id;
+  const roots = new Set(report.roots.map(rootKey));
   const described = new Map(report.holders.map((h) => [h.session_id, h.description]));
-  for (const r of report.roots) described.set(r.session_id, r.description);
+  for (const r of report.roots) if (r.session_id) described.set(r.session_id, r.description);
   const width = 230, height = 50, gapX = 70, gapY = 14;
   const rows = new Map();
   const place = new Map();
-  for (const link of report.chain) {
-    const d = depth.get(key(link));
+  links.forEach((link, i) => {
+    const d = depth.get(i);
     const row = rows.get(d) || 0;
     rows.set(d, row + 1);
-    place.set(key(link), { x: 10 + d * (width + gapX), y: 10 + row * (height + gapY) });
-  }
+    place.set(i, { x: 10 + d * (width + gapX), y: 10 + row * (height + gapY) });
+  });
   const columns = Math.max(1, ...[...depth.values()].map((d) => d + 1));
   const tallest = Math.max(1, ...rows.values());
   const svg = document.createElementNS(SVG_NS, "svg");
@@ -99,26 +108,29 @@ function chainGraph(report) {
     if (text !== undefined) node.textContent = text;
     return node;
   };
-  for (const link of report.chain) {
-    const from = place.get(key(link));
-    for (const other of report.chain) {
-      if (!link.waits_on.includes(other.name)) continue;
-      const to = place.get(key(other));
+  links.forEach((link, i) => {
+    const from = place.get(i);
+    links.forEach((other, j) => {
+      if (!waitsFor(link, other)) return;
+      const to = place.get(j);
       svg.append(shape("line", { class: "waits", x1: from.x + width, y1: from.y + height / 2,
         x2: to.x, y2: to.y + height / 2, "data-from": link.name, "data-to": other.name }));
-    }
-  }
-  for (const link of report.chain) {
-    const at = place.get(key(link));
-    const root = roots.has(key(link));
-    const group = shape("g", { class: "link" + (root ? " root" : ""), "data-name": link.name,
-      "data-session-id": link.session_id });
+    });
+  });
+  links.forEach((link, i) => {
+    const at = place.get(i);
+    const root = roots.has(rootKey(link));
+    const hidden = link.name === "";
+    const title = hidden ? "(hidden)" : link.name + (link.node !== report.node ? " (node " + link.node + ")" : "");
+    const holder = hidden ? "in a node this token may not see" : "held by session " + link.session_id +
+      (described.get(link.session_id) ? ": " + described.get(link.session_id) : "");
+    const group = shape("g", { class: "link" + (root ? " root" : "") + (hidden ? " hidden" : ""),
+      "data-node": link.node, "data-name": link.name, "data-session-id": link.session_id });
     group.append(shape("rect", { x: at.x, y: at.y, width, height, rx: 5 }),
-      shape("text", { x: at.x + 8, y: at.y + 19, class: "name" }, link.name + (root ? "  (root)" : "")),
-      shape("text", { x: at.x + 8, y: at.y + 38, class: "holder" },
-        "held by session " + link.session_id + (described.get(link.session_id) ? ": " + described.get(link.session_id) : "")));
+      shape("text", { x: at.x + 8, y: at.y + 19, class: "name" }, title + (root ? "  (root)" : "")),
+      shape("text", { x: at.x + 8, y: at.y + 38, class: "holder" }, holder));
     svg.append(group);
-  }
+  });
   return svg;
 }
 
