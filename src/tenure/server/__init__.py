@@ -48,7 +48,8 @@ By concern:
   :mod:`tenure.server._audit`: the audit log of ``--audit-log`` (a JSON line per
   administrative act and refusal, written off the loop); :mod:`tenure.server._long_holds`:
   each hold past its node's ``long_hold`` or ``--long-hold-seconds`` told once (log,
-  audit, metrics);
+  audit, metrics); :mod:`tenure.server._state_walk`: every semaphore walked a slice
+  of ``--step-budget`` at a time (what ``/metrics`` counts and the long holds read);
 * :mod:`tenure.server._cluster`: ``tenure serve --cluster``, several servers as one
   replicated service over a log in etcd: a member's terms as standby and leader, its
   fenced appends, its warm engine (docs/cluster.md).

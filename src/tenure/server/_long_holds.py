@@ -45,14 +45,14 @@ from typing import Final
 
 from tenure._core import Engine
 from tenure._core.name_stats import owner_name
+from tenure._core.node import Node
 from tenure.server._audit import AuditLog
+from tenure.server._state_walk import NAME_PAGE, semaphore_pages
 
 log = logging.getLogger("tenure.server")
 
 __all__ = ["LongHolds", "walk_period"]
 
-#: Names read from an index at once in a walk (what one lookup of a page costs).
-_NAME_PAGE: Final = 1000
 
 #: Seconds between walks while no threshold is in force (no node sets one, and no
 #: ``--long-hold-seconds``): the longest :func:`walk_period`, so a node's setting is
@@ -157,7 +157,7 @@ class LongHolds:
             if engine is None:
                 self._after(IDLE_PERIOD)
                 return
-            page = min(self._budget, _NAME_PAGE)
+            page = min(self._budget, NAME_PAGE)
             names = engine.node_index.page(after, page)
             for name in names:
                 node = engine.nodes.get(name)
@@ -196,46 +196,31 @@ class LongHolds:
         if engine is None:
             return 0
         known, seen = self._known, set()
-        told = looked = 0
+        told = 0
         # (The server's is in force even with no node yet: a node made without a
         # setting of its own has it from the start.)
         smallest = self.seconds if self.seconds > 0 else None
-        node_names = engine.node_index.page("", _NAME_PAGE)
-        while node_names:
-            for node_name in node_names:
-                after = ""
-                while True:
-                    node = engine.nodes.get(node_name)
-                    if node is None:
-                        break  # dropped meanwhile
-                    threshold = threshold_of(node.config.long_hold, self.seconds)
-                    if threshold <= 0:
-                        looked += 1  # (off here: the one look)
-                        break
-                    if smallest is None or threshold < smallest:
-                        smallest = threshold
-                    names = node.semaphore_index.page(after, min(self._budget, _NAME_PAGE))
-                    now = self._now()
-                    for name in names:
-                        sem = node.semaphores[name]
-                        for owner in sem.each_owner():
-                            held = now - owner.since
-                            if held < threshold:
-                                break  # (grant order: the rest are younger)
-                            seen.add(owner.token)
-                            if owner.token not in known:
-                                told += 1
-                                self._tell(engine, node_name, name, owner.session_id,
-                                           owner.token, held, threshold)  # fmt: skip
-                    looked += len(names) + 1
-                    if looked >= self._budget:
-                        looked = 0
-                        await asyncio.sleep(0)  # everybody else's turn
-                        engine = self._engine() or engine
-                    if len(names) < min(self._budget, _NAME_PAGE):
-                        break
-                    after = names[-1]
-            node_names = engine.node_index.page(node_names[-1], _NAME_PAGE)
+        seconds = self.seconds
+
+        def wanted(node: Node) -> bool:  # (off here: the one look)
+            return threshold_of(node.config.long_hold, seconds) > 0
+
+        async for node, names in semaphore_pages(self._engine, self._budget, wanted):
+            threshold = threshold_of(node.config.long_hold, seconds)
+            if smallest is None or threshold < smallest:
+                smallest = threshold
+            now = self._now()
+            semaphores = node.semaphores
+            for name in names:
+                for owner in semaphores[name].each_owner():
+                    held = now - owner.since
+                    if held < threshold:
+                        break  # (grant order: the rest are younger)
+                    seen.add(owner.token)
+                    if owner.token not in known:
+                        told += 1
+                        self._tell(self._engine() or engine, node.name, name,
+                                   owner.session_id, owner.token, held, threshold)  # fmt: skip
         # (Tokens told of during the walk stay known: a hold granted meanwhile is in it.)
         self._known = seen
         self.told += told

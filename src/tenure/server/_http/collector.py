@@ -51,7 +51,6 @@ the listing API answers per node.
 
 from __future__ import annotations
 
-import asyncio
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -69,6 +68,7 @@ from tenure.server._http.readiness import Readiness
 from tenure.server._long_holds import LongHolds
 from tenure.server._net.throttle import Throttle
 from tenure.server._role import Role
+from tenure.server._state_walk import semaphore_pages
 
 __all__ = ["Counts", "StateCollector"]
 
@@ -80,10 +80,6 @@ class Counts:
     semaphores: int = 0
     holds: int = 0
     waiters: int = 0
-
-
-#: Semaphore names read from a node's index at once in a walk (what one lookup costs).
-_NAME_PAGE = 1000
 
 
 class StateCollector:
@@ -123,39 +119,20 @@ class StateCollector:
 
     async def count(self, budget: int) -> None:
         """Walk the engine's semaphores ``budget`` at a time, letting the loop serve
-        others between (``asyncio.sleep(0)``), for the next :meth:`collect`.
-
-        The walk follows the sorted indexes from the last name counted, so nodes and
-        semaphores made or gone meanwhile cost nothing and break nothing: the totals
-        are those of a state a few turns old, each semaphore counted once at most.
-        """
+        others between, for the next :meth:`collect`
+        (:func:`~tenure.server._state_walk.semaphore_pages`: the totals are those of a
+        state a few turns old, each semaphore counted once at most)."""
         engine = self._engine()
         if engine is None:
             return
         counts = Counts()
-        looked = 0
-        node_names = engine.node_index.page("", _NAME_PAGE)
-        while node_names:
-            for node_name in node_names:
-                after = ""
-                while True:
-                    node = engine.nodes.get(node_name)
-                    if node is None:
-                        break  # dropped meanwhile
-                    names = node.semaphore_index.page(after, min(budget, _NAME_PAGE))
-                    for name in names:
-                        sem = node.semaphores[name]
-                        counts.semaphores += 1
-                        counts.holds += sum(1 for _ in sem.each_owner())
-                        counts.waiters += sem.queue_length()
-                    looked += len(names) + 1
-                    if looked >= budget:
-                        looked = 0
-                        await asyncio.sleep(0)  # everybody else's turn
-                    if len(names) < min(budget, _NAME_PAGE):
-                        break
-                    after = names[-1]
-            node_names = engine.node_index.page(node_names[-1], _NAME_PAGE)
+        async for node, names in semaphore_pages(self._engine, budget):
+            semaphores = node.semaphores
+            for name in names:
+                sem = semaphores[name]
+                counts.semaphores += 1
+                counts.holds += sum(1 for _ in sem.each_owner())
+                counts.waiters += sem.queue_length()
         self._counted = (engine, counts)
 
     def _counts(self, engine: Engine) -> Counts:
