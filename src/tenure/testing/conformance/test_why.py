@@ -13,7 +13,7 @@ import pytest
 import tenure
 from tenure.errors import InvalidArgumentError, NotFoundError
 
-from .harness import unique
+from .harness import DropAtEnd, unique
 from .support import spawn, wait_for_owner, wait_for_waiters, within
 
 
@@ -101,11 +101,11 @@ async def hold_here_wait_there(
 
 @pytest.mark.requires(tenure.Capability.WAIT_CHAINS)
 async def test_a_chain_crosses_nodes_through_one_tasks_sessions(
-    client: tenure.Client, node: str
+    client: tenure.Client, node: str, drop_at_end: DropAtEnd
 ) -> None:
     # One task of this process holds A through its session of one node and waits on B
     # through its session of another, where B's holder waits for nothing.
-    other_node = unique("why-other")
+    other_node = drop_at_end(unique("why-other"))
     await client.create_node(other_node)
     a_name, b_name = unique("why-a"), unique("why-b")
     async with (
