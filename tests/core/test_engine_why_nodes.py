@@ -114,13 +114,16 @@ def test_a_detached_session_links_nothing() -> None:
 
 def test_the_sessions_of_a_process_are_kept_as_sessions_come_and_go() -> None:
     engine, sids = across()
-    assert engine.client_sessions == {WORKER: {sids["held"], sids["waiting"]}, OTHER: sids["root"]}
+    assert list(engine.sessions_of(WORKER)) == [sids["held"], sids["waiting"]]
+    assert engine.client_sessions[OTHER] == sids["root"]  # (one: an int, no table)
+    assert list(engine.sessions_of(NO_IDENTITY)) == []
     copy = load(dump(engine))
-    assert copy.client_sessions == engine.client_sessions
+    assert copy.client_sessions == engine.client_sessions  # (the same order too)
+    assert list(copy.sessions_of(WORKER)) == list(engine.sessions_of(WORKER))
     assert why(copy, "a", "A").chain == why(engine, "a", "A").chain
     engine.apply(CloseSession(sids["root"]), 5.0)
     engine.apply(CloseSession(sids["waiting"]), 5.0)
-    assert engine.client_sessions == {WORKER: sids["held"]}  # (one: an int, no set)
+    assert engine.client_sessions == {WORKER: sids["held"]}  # (one: an int, no table)
     check_invariants(engine)
 
 
@@ -142,3 +145,18 @@ def test_what_lies_in_a_node_the_reader_may_not_read_is_hidden() -> None:
     assert "other" not in repr(shown)
     assert "host-b" not in repr(shown)
     assert hidden(report, lambda node: True) == report
+
+
+def test_the_sessions_of_a_process_are_looks_spent_from_the_limit() -> None:
+    # A process of hundreds of sessions: each one looked at is a look, so a why stops
+    # at its limit, however many the process has (and reads them in the order they
+    # were made, never all of them sorted).
+    engine, _ = across()
+    for _ in range(300):
+        session(engine, "b", WORKER)
+    assert why(engine, "a", "A").holders[0].waiting_for == (WhyWait("b", "B", 1),)
+    engine.why_look_limit = 50
+    report = why(engine, "a", "A")
+    assert report.cut
+    assert report.chain is not None
+    assert len(report.chain) <= 1

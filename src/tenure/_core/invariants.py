@@ -78,9 +78,9 @@ def check_invariants(engine: Engine) -> None:
     for sid, session in engine.sessions.items():
         if session.identity.pid:
             by_client.setdefault(session.identity, []).append(sid)
-    kept = {identity: engine.sessions_of(identity) for identity in engine.client_sessions}
+    kept = {identity: list(engine.sessions_of(identity)) for identity in engine.client_sessions}
     assert kept == {identity: sorted(sids) for identity, sids in by_client.items()}, (
-        "client_sessions is not the sessions'"
+        "client_sessions is not the sessions' (in the order they were made)"
     )
     assert all(
         isinstance(same, int) or len(same) > 1 for same in engine.client_sessions.values()

@@ -11,7 +11,7 @@ are functions of it in :mod:`tenure._core.shared_steps`.
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Final
 
 from tenure._core.deadlines import (
@@ -118,10 +118,12 @@ class EngineState:
         #: The sessions of each client process (identities with a process id; rebuilt
         #: with the sessions, by :meth:`index_client`): the sessions through which one
         #: task of a client may hold on one node and wait on another
-        #: (:mod:`tenure._core.blocking`). One session's id alone, the usual case (a set
-        #: costs 216 bytes; a fleet of processes, a session each, is a set each), else
-        #: a set of two or more: :meth:`sessions_of`.
-        self.client_sessions: dict[ClientIdentity, int | set[int]] = {}
+        #: (:mod:`tenure._core.blocking`). One session's id alone, the usual case (a
+        #: table costs two hundred bytes; a fleet of processes, a session each, would be
+        #: a table each), else the ids of two or more as the keys of a dict, in the
+        #: order the sessions were made (ascending), so that a reader takes the first
+        #: few without sorting them all: :meth:`sessions_of`.
+        self.client_sessions: dict[ClientIdentity, int | dict[int, None]] = {}
         self.last_token = 0  # rule 3: the fencing counter
         self.last_session_id = 0
         self.last_watch_id = 0
@@ -185,17 +187,18 @@ class EngineState:
             if same is None:
                 self.client_sessions[identity] = sid
             elif isinstance(same, int):
-                self.client_sessions[identity] = {same, sid}
+                self.client_sessions[identity] = {same: None, sid: None}
             else:
-                same.add(sid)
+                same[sid] = None
 
-    def sessions_of(self, identity: ClientIdentity) -> list[int]:
+    def sessions_of(self, identity: ClientIdentity) -> Iterable[int]:
         """The ids of the sessions of the client ``identity`` (none for one without a
-        process id), ascending."""
+        process id), in the order they were made: read lazily (a process may have
+        thousands; a reader stops at its bound), not while sessions come and go."""
         same = self.client_sessions.get(identity) if identity.pid else None
         if same is None:
-            return []
-        return [same] if isinstance(same, int) else sorted(same)
+            return ()
+        return (same,) if isinstance(same, int) else same.keys()
 
     def forget_session(self, session: Session, node: Node) -> None:
         """Forget ``session`` of ``node``, and what it counted against its owner: itself,
@@ -209,7 +212,7 @@ class EngineState:
             if isinstance(same, int):
                 del self.client_sessions[identity]
             else:
-                same.discard(sid)
+                del same[sid]
                 if len(same) == 1:
                     self.client_sessions[identity] = next(iter(same))
         node.drop_session(sid)
