@@ -18,7 +18,7 @@ from tenure.server import DataDir, FsyncMode, Journal, ServeConfig, Server, wal_
 from tenure.server._config.settings import ConfigError
 from tenure.server._http.admin import is_admin
 from tenure.server._net.auth import Access, Token, Tokens
-from tenure.server._net.token_rates import TokenRates
+from tenure.server._net.token_rates import TokenRates, rates_of
 from tenure.server._reload import reload, reload_logged
 
 from .tenants import auth_text, token
@@ -35,7 +35,7 @@ def test_retuned_rates_keep_a_drained_bucket_and_drop_a_removed_rate() -> None:
     rates = TokenRates({"a": rate(1.0), "b": rate(1.0)})
     rates.take("a", 0.0)
     rates.take("b", 0.0)
-    rates.retune({"a": rate(1.0), "b": NO_QUOTA, "c": rate(1.0)})
+    rates.retune(rates_of({"a": rate(1.0), "b": NO_QUOTA, "c": rate(1.0)}))
     with pytest.raises(LimitExceededError, match="'a'"):
         rates.take("a", 0.0)  # a reload gives no fresh burst
     rates.take("b", 0.0)  # no rate any more

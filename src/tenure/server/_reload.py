@@ -8,9 +8,10 @@ not PEM, a key that is not the certificate's, an auth file that does not parse o
 names a token twice) raises :class:`ConfigError` naming it and **changes nothing**:
 the server goes on with what it had. The loading runs in a thread, off the event loop
 (an auth file of 100,000 tokens takes seconds to parse: the loop serves meanwhile),
-and its checks are linear in the tokens; one reload runs at a time. Only then is it
-all taken at once, between two steps of the engine (the event loop runs one thing at
-a time), in time linear in the tokens and connections:
+as do its checks and its comparison with the tokens held, each linear in the tokens;
+one reload runs at a time. Only then is it all taken at once, between two steps of
+the engine (the event loop runs one thing at a time), in time linear in the
+connections and the sessions, not in the tokens:
 
 * **TLS**: the next handshake gets the new context (its certificate, key and client
   CAs); a connection made before keeps its own session, and is not dropped. The
@@ -58,12 +59,14 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from tenure._core import KillSession
+from tenure._core.quotas import Quota
 from tenure.errors import ErrorCode, TenureError
 from tenure.server._config.quota_settings import default_quota
 from tenure.server._config.settings import ConfigError
 from tenure.server._net.auth import Access, Token, Tokens, load_tokens
 from tenure.server._net.gate import Conn
 from tenure.server._net.tls import describe, server_context
+from tenure.server._net.token_rates import rates_of
 
 if TYPE_CHECKING:
     from tenure.server._serve import Server
@@ -117,16 +120,39 @@ _BY_SIGNAL: set[asyncio.Task[Reloaded | ConfigError]] = set()
 
 
 @dataclass(frozen=True, slots=True)
+class _Change:
+    """How the auth file's tokens differ from those the server holds (:func:`_compare`),
+    and what the new ones make: the engine's ``quotas`` and the request ``rates``."""
+
+    fresh: Tokens
+    added: tuple[str, ...]
+    removed: tuple[str, ...]
+    rotated: tuple[str, ...]
+    changed: tuple[str, ...]
+    #: Each token that lost a right, by name, as the new file has it (:func:`_narrows`).
+    narrowed: dict[str, Token]
+    #: Its tokens' names, for :attr:`Throttle.names`, and their secrets' digests.
+    names: frozenset[str]
+    digests: frozenset[bytes]
+    #: The digests of the secrets removed or rotated (:attr:`Tokens.retired`).
+    gone: frozenset[bytes]
+    quotas: dict[str, Quota]
+    rates: dict[str, float]
+
+
+@dataclass(frozen=True, slots=True)
 class _Loaded:
-    """Every file read and checked, nothing taken yet."""
+    """Every file read and checked, and compared with what the server holds; nothing
+    taken yet."""
 
     tls: ssl.SSLContext | None
-    fresh: Tokens | None
+    change: _Change | None
     prepared: list[tuple[str, Callable[[], None]]]
 
 
-def _load(server: Server, prepares: Sequence[Prepare]) -> _Loaded:
-    """Read and check every file (in a thread: nothing here touches what the loop runs).
+def _load(server: Server, held: Tokens | None, prepares: Sequence[Prepare]) -> _Loaded:
+    """Read and check every file, and compare its tokens with ``held``, the server's (in
+    a thread: nothing here touches what the loop runs).
 
     Raises:
         ConfigError: a file does not load (the message names it).
@@ -135,47 +161,20 @@ def _load(server: Server, prepares: Sequence[Prepare]) -> _Loaded:
     tls = server_context(config.tls_cert, config.tls_key, config.tls_client_ca)
     fresh = load_tokens(config.auth_file) if config.auth_file is not None else None
     prepared = [step for step in (prepare() for prepare in prepares) if step is not None]
-    return _Loaded(tls, fresh, prepared)
+    change = None
+    if held is not None and fresh is not None:
+        change = _compare(held.tokens, fresh, default_quota(config))
+    return _Loaded(tls, change, prepared)
 
 
-async def reload(server: Server, also: Sequence[Prepare] = ()) -> Reloaded:
-    """Read ``server``'s TLS and auth files again, and ``also``'s, and take them all
-    (module docstring).
+def _compare(held: Sequence[Token], fresh: Tokens, default: Quota) -> _Change:
+    """How ``fresh`` differs from the ``held`` tokens, and its quotas over ``default``.
 
-    Raises:
-        ConfigError: a file does not load (the message names it), or the server
-            began to stop meanwhile; nothing changed.
+    Linear in the tokens, and worked out in the loading thread: with 100,000 tokens it
+    took the event loop a second (three times that beside other work), and a client's
+    pings went unanswered for as long.
     """
-    async with _RELOADING.setdefault(server, asyncio.Lock()):
-        faces = server.faces.reloading()
-        prepares = (*also, *(face.prepare_reload for face in faces))  # (YDB's TLS files)
-        loaded = await asyncio.to_thread(_load, server, prepares)
-        if server.stopping:
-            raise ConfigError("nothing to reload: the server is stopping")
-        done, ended = _take(server, loaded, faces)
-        if ended:
-            await server.host.committed()  # (a narrowed token's sessions ended: durable)
-        return done
-
-
-def _take(server: Server, loaded: _Loaded, faces: Sequence[Reloading]) -> tuple[Reloaded, int]:
-    """Take what :func:`_load` read, at once (between two steps of the engine); what
-    changed, and how many sessions of narrowed tokens were ended."""
-    gate, tls, fresh, prepared = server.gate, loaded.tls, loaded.fresh, loaded.prepared
-    # Everything loaded: from here nothing fails half-way, unless a file changes
-    # between its check and its take (a step that loads it again in place): those
-    # steps go first, so that such a failure leaves the server's own files untaken.
-    for name, take in prepared:
-        try:
-            take()
-        except (OSError, ssl.SSLError) as error:
-            raise ConfigError(f"{name}: its files changed while reloaded: {error}") from None
-    gate.tls = tls
-    others = tuple(name for name, _ in prepared)
-    tokens = gate.tokens
-    if tokens is None or fresh is None:
-        return Reloaded(describe(tls), others=others), 0
-    before = {token.name: token for token in tokens.tokens}
+    before = {token.name: token for token in held}
     after = {token.name: token for token in fresh.tokens}
     added = tuple(name for name in after if name not in before)
     removed = tuple(name for name in before if name not in after)
@@ -190,20 +189,79 @@ def _take(server: Server, loaded: _Loaded, faces: Sequence[Reloading]) -> tuple[
         for name, token in after.items()
         if name in before and name not in new_secret and before[name] != token
     )
-    tokens.take(fresh)
-    tokens.throttle.names = frozenset(tokens.names)
-    gone = {before[name].digest for name in (*removed, *rotated)}
-    tokens.retired = (tokens.retired | gone) - {token.digest for token in fresh.tokens}
-    ledger = server.host.engine.ledger
-    ledger.quotas = tokens.quotas(default_quota(server.config))
+    narrowed = {name: after[name] for name in changed if _narrows(before[name], after[name])}
+    quotas = fresh.quotas(default)
+    names, digests = frozenset(after), frozenset(token.digest for token in fresh.tokens)
+    gone = frozenset(before[name].digest for name in (*removed, *rotated))
+    return _Change(
+        fresh,
+        added,
+        removed,
+        rotated,
+        changed,
+        narrowed,
+        names,
+        digests,
+        gone,
+        quotas,
+        rates_of(quotas),
+    )
+
+
+async def reload(server: Server, also: Sequence[Prepare] = ()) -> Reloaded:
+    """Read ``server``'s TLS and auth files again, and ``also``'s, and take them all
+    (module docstring).
+
+    Raises:
+        ConfigError: a file does not load (the message names it), or the server
+            began to stop meanwhile; nothing changed.
+    """
+    async with _RELOADING.setdefault(server, asyncio.Lock()):
+        faces = server.faces.reloading()
+        prepares = (*also, *(face.prepare_reload for face in faces))  # (YDB's TLS files)
+        # (Nothing else replaces the held tokens: reloads run one at a time.)
+        loaded = await asyncio.to_thread(_load, server, server.gate.tokens, prepares)
+        if server.stopping:
+            raise ConfigError("nothing to reload: the server is stopping")
+        done, ended = _take(server, loaded, faces)
+        if ended:
+            await server.host.committed()  # (a narrowed token's sessions ended: durable)
+        return done
+
+
+def _take(server: Server, loaded: _Loaded, faces: Sequence[Reloading]) -> tuple[Reloaded, int]:
+    """Take what :func:`_load` read, at once (between two steps of the engine); what
+    changed, and how many sessions of narrowed tokens were ended. Linear in the
+    connections and the buckets in use, not in the tokens (:func:`_compare` was)."""
+    gate, tls, change, prepared = server.gate, loaded.tls, loaded.change, loaded.prepared
+    # Everything loaded: from here nothing fails half-way, unless a file changes
+    # between its check and its take (a step that loads it again in place): those
+    # steps go first, so that such a failure leaves the server's own files untaken.
+    for name, take in prepared:
+        try:
+            take()
+        except (OSError, ssl.SSLError) as error:
+            raise ConfigError(f"{name}: its files changed while reloaded: {error}") from None
+    gate.tls = tls
+    others = tuple(name for name, _ in prepared)
+    tokens = gate.tokens
+    if tokens is None or change is None:
+        return Reloaded(describe(tls), others=others), 0
+    tokens.take(change.fresh)
+    tokens.throttle.names = change.names
+    tokens.retired = (tokens.retired | change.gone) - change.digests
+    server.host.engine.ledger.quotas = change.quotas
     rates = server.served.commit.rates
     if rates is not None:
-        rates.retune(ledger.quotas)
-    narrowed = {name: after[name] for name in changed if _narrows(before[name], after[name])}
-    ended = _end_narrowed(server, narrowed)
-    closed = _close_gone(server, set(removed) | set(rotated), after)
-    closed += sum(face.tokens_gone(frozenset((*removed, *rotated))) for face in faces)
-    return Reloaded(describe(tls), added, removed, rotated, changed, closed, others), ended
+        rates.retune(change.rates)
+    ended = _end_narrowed(server, change.narrowed)
+    lost = frozenset((*change.removed, *change.rotated))
+    closed = _close_gone(server, lost, change.fresh)
+    closed += sum(face.tokens_gone(lost) for face in faces)
+    done = Reloaded(
+        describe(tls), change.added, change.removed, change.rotated, change.changed, closed, others
+    )
+    return done, ended
 
 
 def _narrows(before: Token, after: Token) -> bool:
@@ -259,7 +317,7 @@ def _end_narrowed(server: Server, narrowed: Mapping[str, Token]) -> int:
     return ended
 
 
-def _close_gone(server: Server, gone: set[str], after: dict[str, Token]) -> int:
+def _close_gone(server: Server, gone: frozenset[str], after: Tokens) -> int:
     """Close the native connections of the tokens ``gone``; give the others their
     token as the new file says it; how many were closed."""
     closed = 0
@@ -267,11 +325,11 @@ def _close_gone(server: Server, gone: set[str], after: dict[str, Token]) -> int:
         if not isinstance(conn, Conn) or conn.token is None or conn.closing:
             continue
         name = conn.token.name
-        token = after.get(name)
+        token = after.named(name)
         if token is not None and name not in gone:
             conn.token = token
             continue
-        word = "removed from" if name not in after else "rotated in"
+        word = "removed from" if token is None else "rotated in"
         server.gate.send_away(
             conn, ErrorCode.AUTHENTICATION, f"token {name!r} was {word} the auth file"
         )

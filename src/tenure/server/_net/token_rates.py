@@ -20,7 +20,17 @@ from collections.abc import Callable, Mapping
 from tenure._core.quotas import Quota
 from tenure.errors import LimitExceededError
 
-__all__ = ["TokenRates"]
+__all__ = ["TokenRates", "rates_of"]
+
+
+def rates_of(quotas: Mapping[str, Quota]) -> dict[str, float]:
+    """The ``requests_per_second`` of each token of ``quotas`` that has one (linear in
+    the tokens: a reload works it out off the event loop)."""
+    return {
+        name: quota.requests_per_second
+        for name, quota in quotas.items()
+        if quota.requests_per_second is not None
+    }
 
 
 class TokenRates:
@@ -31,24 +41,17 @@ class TokenRates:
     def __init__(
         self, quotas: Mapping[str, Quota], refused: Callable[[str, str], None] | None = None
     ) -> None:
-        self._rates = {
-            name: quota.requests_per_second
-            for name, quota in quotas.items()
-            if quota.requests_per_second is not None
-        }
+        self._rates: Mapping[str, float] = rates_of(quotas)
         #: name -> [commands left, when it was last filled]
         self._buckets: dict[str, list[float]] = {}
         self._refused = refused
 
-    def retune(self, quotas: Mapping[str, Quota]) -> None:
-        """Take the rates of ``quotas`` from now on (an auth file reloaded): a token
-        whose rate stays keeps what is left in its bucket (a reload gives nobody a
-        fresh burst); a token with no rate now, or gone, loses its bucket."""
-        self._rates = {
-            name: quota.requests_per_second
-            for name, quota in quotas.items()
-            if quota.requests_per_second is not None
-        }
+    def retune(self, rates: Mapping[str, float]) -> None:
+        """Take ``rates`` (:func:`rates_of` the new quotas) from now on (an auth file
+        reloaded): a token whose rate stays keeps what is left in its bucket (a reload
+        gives nobody a fresh burst); a token with no rate now, or gone, loses its
+        bucket. Linear in the buckets in use, not in the tokens."""
+        self._rates = rates
         self._buckets = {
             name: bucket for name, bucket in self._buckets.items() if name in self._rates
         }
