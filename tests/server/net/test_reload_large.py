@@ -8,9 +8,10 @@ pings meanwhile), its checks are linear, and a Hello finds its token by digest. 
 comparison with the tokens held, and their quotas, were worked out on the loop (a
 second for 100,000 tokens, over ten beside three other test workers in CI: the admin
 client of the second reload below was dropped, "no Pong in 10s"); they are worked out
-in the loading thread too, and the take is linear in the connections only. The real server, a real client: the bystander holds a mutex in a
-session of a short recovery window (:data:`WINDOW`) throughout, and still holds it, with its token,
-after the reload; a token of the new file is then let in.
+in the loading thread too, and the take is linear in the connections only. The real
+server, a real client: the bystander holds a mutex in a session of a short recovery
+window (:data:`WINDOW`) throughout, and still holds it, with its token, after the
+reload; a token of the new file is then let in.
 """
 
 from __future__ import annotations
