@@ -136,6 +136,7 @@ class FakeRole:
         self.name = name
         self.leading = name == "leader"
         self._leader = leader
+        self.freshness = None  # (answers no stale read)
 
     def leader(self, face: str = "native") -> str | None:
         """The leader's YDB endpoint as set (None: unknown)."""

@@ -216,6 +216,11 @@ def sample_messages() -> list[Message]:
     out += [Request(7, sample(cls)) for cls in COMMAND_TYPES]
     out += [Reply(7, sample(cls)) for cls in REPLY_RECORD_TYPES]
     out += [Reply(7, None), Reply(7, True), Reply(7, 2.5)]
+    # (A read a standby may answer, and its answer: the trailing fields of version 11.)
+    out += [
+        Request(7, commands.DescribeNode("n"), max_staleness=0.5, min_index=3),
+        Reply(7, None, index=9),
+    ]
     out += [Failure(7, sample(ErrorCode), "bad")]
     out += [Push(sample(cls)) for cls in EFFECT_TYPES]
     return out

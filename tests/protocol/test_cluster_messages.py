@@ -72,9 +72,9 @@ VIEW = ClusterView(
 )
 
 
-def test_version_10_is_spoken_and_the_older_ones_still_are() -> None:
-    assert PROTOCOL_VERSION == 10  # (NodeConfig's long_hold, WhyLink's waits_elsewhere)
-    assert {1, 2, 3, 4, 5, 6, 7, 8, 9, 10} == SUPPORTED_VERSIONS
+def test_version_11_is_spoken_and_the_older_ones_still_are() -> None:
+    assert PROTOCOL_VERSION == 11  # (reads from standbys: Request's max_staleness, Reply's index)
+    assert {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11} == SUPPORTED_VERSIONS
     assert {ClusterStatus} == SINCE_VERSION_3
     assert {SwapSemaphoreData} == SINCE_VERSION_4
     assert not SINCE_VERSION_3 & SINCE_VERSION_2
@@ -91,7 +91,16 @@ def test_a_version_3_welcome_carries_the_role_and_the_leader() -> None:
     pair = ConnectionPair()
     assert pair.send(pair.client, Hello(client_name="c")) == [Hello(client_name="c")]
     data = pair.server.send(STANDBY_WELCOME)
-    assert body_of(data) == [11, 10, "t2", b"i" * 16, 1048576, 15.0, "standby", "t3:6390"]
+    assert body_of(data) == [
+        11,
+        PROTOCOL_VERSION,
+        "t2",
+        b"i" * 16,
+        1048576,
+        15.0,
+        "standby",
+        "t3:6390",
+    ]
     pair.client.receive_data(data)
     assert pair.client.next_event() == STANDBY_WELCOME
 
@@ -110,8 +119,8 @@ def test_a_version_3_peer_still_receives_the_role_and_the_leader() -> None:
 
 def test_a_welcome_at_its_defaults_travels_in_the_older_layout() -> None:
     # A standalone server's Welcome is byte for byte what version 2 sent.
-    assert wire_of(Welcome(server_name="s")) == [11, 10, "s", b"", 1048576, 0.0]
-    assert message_of([11, 10, "s", b"", 1048576, 0.0]) == Welcome(server_name="s")
+    assert wire_of(Welcome(server_name="s")) == [11, PROTOCOL_VERSION, "s", b"", 1048576, 0.0]
+    assert message_of([11, PROTOCOL_VERSION, "s", b"", 1048576, 0.0]) == Welcome(server_name="s")
     leader = Welcome(role=LEADER)  # a leader names nobody else: leader left out
     assert wire_of(leader)[6:] == ["leader"]
     assert message_of(wire_of(leader)) == leader
@@ -143,7 +152,7 @@ def test_a_welcome_with_a_field_too_many_is_refused() -> None:
 def test_a_server_without_deadlock_detection_says_so_to_a_version_6_client_only() -> None:
     # Since version 6, after role and leader; not sent when true (the default).
     off = Welcome(server_name="s", deadlock_detection=False)
-    assert wire_of(off) == [11, 10, "s", b"", 1048576, 0.0, "", None, False]
+    assert wire_of(off) == [11, PROTOCOL_VERSION, "s", b"", 1048576, 0.0, "", None, False]
     assert message_of(wire_of(off)) == off
     assert wire_of(Welcome(server_name="s", role=LEADER))[6:] == ["leader"]
     # An older client sends no asking task, so nothing is detected for it anyway: it

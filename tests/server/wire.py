@@ -163,9 +163,10 @@ class WireClient:
             self.pushes.append(event.effect)
         return event
 
-    def send(self, command: Command[Any]) -> int:
+    def send(self, command: Command[Any], **fields: Any) -> int:
+        """Send ``command`` (``fields``: the Request's others, ``max_staleness``...)."""
         self._next_id += 1
-        self.writer.write(self.codec.send(Request(self._next_id, command)))
+        self.writer.write(self.codec.send(Request(self._next_id, command, **fields)))
         return self._next_id
 
     async def answer(self, request_id: int) -> Reply | Failure:

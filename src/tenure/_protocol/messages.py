@@ -106,12 +106,15 @@ __all__ = [
 #: blocks a name) and TopNames (the most contended names): :mod:`tenure._protocol.blocking`.
 #: Version 10 added NodeConfig's trailing ``long_hold`` (a node's own threshold for
 #: telling of long holds) and WhyLink's trailing ``waits_elsewhere`` (a chain across
-#: nodes); no new command.
-PROTOCOL_VERSION: Final = 10
+#: nodes); no new command. Version 11 added Request's trailing ``max_staleness`` and
+#: ``min_index`` and Reply's trailing ``index``: a read a cluster's standby answers
+#: from its own state, within a stated staleness (docs/protocol.md, "Reads from
+#: standbys"); no new command.
+PROTOCOL_VERSION: Final = 11
 #: The versions a server built from this code accepts in a Hello. To an older peer
 #: it sends the layouts of the peer's version
 #: (:func:`tenure._protocol.older_peers.for_version`).
-SUPPORTED_VERSIONS: Final = frozenset({1, 2, 3, 4, 5, 6, 7, 8, 9, PROTOCOL_VERSION})
+SUPPORTED_VERSIONS: Final = frozenset({1, 2, 3, 4, 5, 6, 7, 8, 9, 10, PROTOCOL_VERSION})
 #: Commands a version-1 peer does not know (a client must not send them to it).
 SINCE_VERSION_2: Final = frozenset({ListNodes, ListSemaphores, ListSessions, KillSession})
 #: Commands a version-1 or version-2 peer does not know.
@@ -129,7 +132,8 @@ SINCE_VERSION_8: Final = frozenset({ReadBackup, ReloadFiles})
 #: Commands a peer of version 1 to 8 does not know.
 SINCE_VERSION_9: Final = frozenset({WhyName, TopNames})
 #: Welcome.role of a server that is not part of a cluster, of a cluster's leader,
-#: and of a standby (which answers only ClusterStatus and Ping: docs/protocol.md 16).
+#: and of a standby (which answers ClusterStatus, Ping and, since version 11, a read
+#: that allows some staleness: docs/protocol.md 16).
 STANDALONE: Final = ""
 LEADER: Final = "leader"
 STANDBY: Final = "standby"
@@ -162,10 +166,20 @@ class Request:
     ``request_id`` is chosen by the client and must not equal the id of another
     request still awaiting its answer. (It is unrelated to ``Acquire.request_id``,
     which names an acquire within its session.)
+
+    Since version 11: ``max_staleness`` (None: not given, the leader answers) lets a
+    cluster's standby answer a read (:data:`~tenure._core.stale_reads.STALE_READS`)
+    from its own state, if that state holds everything etcd had committed
+    ``max_staleness`` seconds before it read the request, and at least the log entry
+    ``min_index`` (a standby's earlier Reply ``index``: a client never reads older than
+    it did). Not sent when None and 0; a client sends them only to a server of
+    version 11.
     """
 
     request_id: int
     command: Command[object]
+    max_staleness: float | None = None
+    min_index: int = 0
 
 
 @final
@@ -225,10 +239,15 @@ class Refused:
 @final
 @dataclass(frozen=True, slots=True)
 class Reply:
-    """The reply of the request ``request_id``: what its command returned."""
+    """The reply of the request ``request_id``: what its command returned.
+
+    Since version 11: ``index``, a standby's answer to a read with ``max_staleness``:
+    the index of the last log entry its state holds (0, not sent: any other answer).
+    """
 
     request_id: int
     value: ReplyValue
+    index: int = 0
 
 
 @final
@@ -297,7 +316,17 @@ MESSAGE: Final = Union(
             ],
             tag=1,
         ),
-        Record(Request, [("request_id", UINT), ("command", COMMAND)], tag=2),
+        Record(
+            Request,
+            [
+                ("request_id", UINT),
+                ("command", COMMAND),
+                ("max_staleness", Optional(FLOAT)),  # since version 11
+                ("min_index", UINT),  # since version 11
+            ],
+            tag=2,
+            since=2,
+        ),
         Record(Ping, [("nonce", UINT)], tag=3),
         Record(
             Welcome,
@@ -315,7 +344,12 @@ MESSAGE: Final = Union(
             since=5,
         ),
         Record(Refused, [("code", ERROR_CODE), ("message", STR)], tag=12),
-        Record(Reply, [("request_id", UINT), ("value", VALUE)], tag=13),
+        Record(
+            Reply,
+            [("request_id", UINT), ("value", VALUE), ("index", UINT)],  # index: version 11
+            tag=13,
+            since=2,
+        ),
         Record(Failure, [("request_id", UINT), ("code", ERROR_CODE), ("message", STR)], tag=14),
         Record(Push, [("effect", EFFECT)], tag=15),
         Record(Pong, [("nonce", UINT)], tag=16),

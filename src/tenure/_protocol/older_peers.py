@@ -47,9 +47,14 @@ def for_version(message: Message, version: int | None) -> Message:
     ``long_hold`` (a client sends it only to a server of version 10): a node's
     description reaches it with none (left out); nor a chain link's
     ``waits_elsewhere`` (what a holder waits for in other nodes): left out, the
-    holder's ``waiting_for`` still names those waits.
+    holder's ``waiting_for`` still names those waits. A peer of version 1 to 10 knows
+    Request without ``max_staleness`` and ``min_index`` (the read goes to the leader, as
+    any: it is only fresher) and Reply without ``index``: left out.
     """
-    if version is None or version >= 10:
+    if version is None or version >= 11:
+        return message
+    message = _before_version_11(message)
+    if version >= 10:
         return message
     message = _before_version_10(message)
     if version >= 7:  # (versions 8 and 9 changed no layout, only added commands)
@@ -78,6 +83,16 @@ def for_version(message: Message, version: int | None) -> Message:
         effect = message.effect
         if effect.description is not None:
             return Push(dataclasses.replace(effect, description=_version_1(effect.description)))
+    return message
+
+
+def _before_version_11(message: Message) -> Message:
+    """``message`` without what version 11 added: Request's ``max_staleness`` and
+    ``min_index``, Reply's ``index`` (at their defaults: not even sent)."""
+    if type(message) is Request and (message.max_staleness is not None or message.min_index):
+        return Request(message.request_id, message.command)
+    if type(message) is Reply and message.index:
+        return Reply(message.request_id, message.value)
     return message
 
 

@@ -4,8 +4,10 @@ A server that is not part of a cluster is :data:`STANDALONE`: it serves everythi
 as it always did. ``tenure serve --cluster`` runs a :class:`~tenure.server.plug.Role`
 of its own (:mod:`tenure.server._cluster`): while it is a standby the native face
 answers the handshake saying so and where the leader is, and every request but
-ClusterStatus ``Failure(NOT_LEADER)``; the faces of other lock services send their
-clients on (:class:`~tenure.server.plug.Role` is what they see of it).
+ClusterStatus ``Failure(NOT_LEADER)``, but a read that allows some staleness, which
+it answers from its own state once its :attr:`Role.freshness` confirms it fresh
+enough (:mod:`tenure.server._net.stale_reads`); the faces of other lock services
+send their clients on (:class:`~tenure.server.plug.Role` is what they see of it).
 """
 
 from __future__ import annotations
@@ -15,7 +17,26 @@ from typing import Final, Protocol
 from tenure._protocol.cluster import ClusterView
 from tenure._protocol.messages import LEADER, STANDALONE, STANDBY
 
-__all__ = ["LEADER", "STANDALONE", "STANDALONE_ROLE", "STANDBY", "Role"]
+__all__ = ["LEADER", "STANDALONE", "STANDALONE_ROLE", "STANDBY", "Fresh", "Role"]
+
+
+class Fresh(Protocol):
+    """How fresh a standby's state is, confirmed on demand
+    (:class:`tenure.server._cluster.freshness.Freshness`)."""
+
+    @property
+    def applied(self) -> int:
+        """The index of the last log entry the state holds."""
+        ...
+
+    async def within(self, max_staleness: float, min_index: int = 0, *, timeout: float) -> int:
+        """Until the state holds everything committed ``max_staleness`` seconds ago or
+        later, and the entry ``min_index``; the index applied then.
+
+        Raises:
+            UnavailableError: not confirmed within ``timeout`` seconds.
+        """
+        ...
 
 
 class Role(Protocol):
@@ -41,12 +62,19 @@ class Role(Protocol):
         """The cluster as this server knows it now (None: not part of a cluster)."""
         ...
 
+    @property
+    def freshness(self) -> Fresh | None:
+        """A standby's freshness, for the reads it answers (None: it answers none, or
+        it is no standby)."""
+        ...
+
 
 class _Standalone:
     """The role of a server that is not part of a cluster: it serves everything."""
 
     name = STANDALONE
     leading = True
+    freshness = None
 
     def leader(self, face: str = "native") -> str | None:
         """None: no other server exists."""

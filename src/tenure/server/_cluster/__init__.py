@@ -8,9 +8,10 @@ tenure adds the fence on every append and the lease discipline of a leader.
 * :mod:`.keys`: the key layout and values; :mod:`.store`: the etcd calls (the fence);
 * :mod:`.lease`: a member's lease and its deadline; :mod:`.role`: what a member
   knows of the cluster (a :class:`~tenure.server._role.Role`);
-* :mod:`.follower`: the warm engine; :mod:`.appender` and :mod:`.journal`: the
-  leader's group commit and snapshots; :mod:`.hosts`: the leader's and standby's
-  hosts;
+* :mod:`.follower`: the warm engine; :mod:`.freshness`: how fresh a standby's state
+  is, confirmed on demand (bounded-staleness reads); :mod:`.appender` and
+  :mod:`.journal`: the leader's group commit and snapshots; :mod:`.hosts`: the
+  leader's and standby's hosts;
 * :mod:`.member`: one server's life from standby to leader and back;
   :func:`run`: ``tenure serve``'s entry point.
 

@@ -100,6 +100,8 @@ class Follower:
         # cyclic collector's full collections need not walk it (a standby's took
         # 270-450 ms at a million holds, while its loop follows the log).
         gc.freeze()
+        # A snapshot with no entry after it applies nothing: wake applied_past() anyway.
+        self._changed.set()
         fields = {"snapshot": pointer.index if pointer else 0, "applied": self.applied}
         log.info("cluster state loaded", extra={"event": "cluster_loaded", "fields": fields})
         self.on_load(self.engine)

@@ -46,6 +46,7 @@ from tenure.errors import TenureError, UnavailableError
 from tenure.server._audit import AuditLog
 from tenure.server._cluster.appender import Appender
 from tenure.server._cluster.follower import Follower
+from tenure.server._cluster.freshness import Freshness
 from tenure.server._cluster.hosts import leader_host, standby_host
 from tenure.server._cluster.journal import ClusterJournal
 from tenure.server._cluster.keys import ClusterKeys, LogEntry, ServerRecord
@@ -178,6 +179,7 @@ class ClusterMember:
             self._fresh = True
         follower.start()
         role.applied = lambda: follower.applied
+        role.freshness = Freshness(follower)  # (the reads it answers: _net.stale_reads)
         metrics = self._metrics()
         host = standby_host(self.config, follower.engine, role, metrics)
         server = await self._start(host, sockets, role, metrics)
@@ -203,6 +205,7 @@ class ClusterMember:
                 if lease.lost.is_set():
                     log.warning("this member's lease in etcd ended; standing again")
         finally:
+            role.freshness = None
             await server.step_down("the standby's term ended")
             if self._stop.is_set() and self._standing is not None:
                 await self._resign(self._standing)  # no stale candidate ahead of the others

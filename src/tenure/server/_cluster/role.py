@@ -16,7 +16,7 @@ from collections.abc import Callable
 from tenure._protocol.cluster import ClusterView, MemberView
 from tenure.server._cluster.keys import ServerRecord
 from tenure.server._cluster.store import Leader
-from tenure.server._role import LEADER, STANDBY
+from tenure.server._role import LEADER, STANDBY, Fresh
 
 __all__ = ["ClusterRole"]
 
@@ -40,6 +40,8 @@ class ClusterRole:
         self._last_term = 0
         #: The term this member leads in (0: it does not lead).
         self.own_term = 0
+        #: While this member stands by: its state's freshness, for the reads it answers.
+        self.freshness: Fresh | None = None
 
     @property
     def leading(self) -> bool:

@@ -210,6 +210,29 @@ class ClusterStore:
                 return
             after = page.entries[-1][0]
 
+    async def last_index(self) -> int:
+        """The index of the newest log entry etcd holds; the snapshot pointer's index
+        when the log holds none (a snapshot trimmed every entry); 0 when neither exists.
+
+        One Txn (no compares) of two reads, so both see one revision and the read is
+        linearizable: every entry etcd committed before it was sent has an index at
+        most the answer (the freshness of a standby is judged by it: :mod:`.freshness`).
+        """
+        newest = range_request(self.keys.log, keys_only=True)
+        newest.sort_target = rpc_pb2.RangeRequest.KEY
+        newest.sort_order = rpc_pb2.RangeRequest.DESCEND  # keys sort as indexes do
+        newest.limit = 1
+        reply = await self.conn.txn(
+            [], [rpc_pb2.RequestOp(request_range=newest), get(self.keys.snapshot)]
+        )
+        entries, pointers = (response.response_range.kvs for response in reply.responses)
+        last = self.keys.index_of(bytes(entries[0].key)) if entries else 0
+        if pointers:
+            # An install drops every entry up to its pointer's index, so the pointer
+            # is newer only when the log is empty; max() holds either way.
+            last = max(last, decode_pointer(pointers[0].value).index)
+        return last
+
     # -- snapshots ------------------------------------------------------------------------
 
     async def pointer(self, *, revision: int = 0) -> tuple[Pointer | None, int]:

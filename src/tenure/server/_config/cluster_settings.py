@@ -16,6 +16,7 @@ __all__ = [
     "DEFAULT_LEASE_TTL",
     "DEFAULT_MAX_ENTRY",
     "DEFAULT_SNAPSHOT_EVERY",
+    "DEFAULT_STALE_READ_WAIT",
     "ENTRY_OVERHEAD",
 ]
 
@@ -30,6 +31,9 @@ DEFAULT_MAX_ENTRY: Final = 1_310_720
 ENTRY_OVERHEAD: Final = 1024
 #: Records appended between two snapshots, at least (and a quarter of the state).
 DEFAULT_SNAPSHOT_EVERY: Final = 10_000
+#: How long a standby waits to confirm its state fresh enough for a read that allows
+#: some staleness, in seconds, before it answers UNAVAILABLE (the client asks the leader).
+DEFAULT_STALE_READ_WAIT: Final = 1.0
 
 CLUSTER_SETTINGS: Final = (
     Setting(
@@ -88,5 +92,15 @@ CLUSTER_SETTINGS: Final = (
         "cluster: a snapshot is written to etcd (and the log before it deleted) after at "
         "least this many records and a quarter of the state's size (default: %(default)s)",
         in_range(1, 100_000_000),
+    ),
+    Setting(
+        "stale_read_wait",
+        float,
+        DEFAULT_STALE_READ_WAIT,
+        "SECONDS",
+        "cluster: how long a standby waits to confirm its state fresh enough for a read "
+        "that allows some staleness (a client's max_staleness) before it answers "
+        "UNAVAILABLE and the client asks the leader, 0.01 to 60 (default: %(default)s)",
+        in_range(0.01, 60.0),
     ),
 )

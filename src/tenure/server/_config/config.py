@@ -36,6 +36,7 @@ from tenure.server._config.cluster_settings import (
     DEFAULT_LEASE_TTL,
     DEFAULT_MAX_ENTRY,
     DEFAULT_SNAPSHOT_EVERY,
+    DEFAULT_STALE_READ_WAIT,
 )
 from tenure.server._config.cluster_url import without_secrets
 from tenure.server._config.face_settings import FaceSettings, S
@@ -161,6 +162,7 @@ class ServeConfig:
     cluster_lease_ttl: int = DEFAULT_LEASE_TTL
     cluster_max_entry: int = DEFAULT_MAX_ENTRY
     cluster_snapshot_every: int = DEFAULT_SNAPSHOT_EVERY
+    stale_read_wait: float = DEFAULT_STALE_READ_WAIT  # a standby's, for a stale read
     #: Each face's settings, by face name (:mod:`.face_settings`; read typed with
     #: :meth:`face`): a face not here has its defaults.
     faces: Mapping[str, object] = field(default_factory=dict)

@@ -36,6 +36,7 @@ from tenure._core import (
 )
 from tenure._core.engine import DEFAULT_STEP_BUDGET
 from tenure._core.handlers.listing import visible_node_slice
+from tenure._core.stale_reads import is_stale_read
 from tenure._protocol import (
     NEED_DATA,
     ConnectionClosed,
@@ -68,6 +69,7 @@ from tenure.server._net.audit_acts import ADMIN_ACTS, act_of, what_of
 from tenure.server._net.auth import Token
 from tenure.server._net.gate import Conn, Gate
 from tenure.server._net.outbox import Outboxes
+from tenure.server._net.stale_reads import StaleReads
 from tenure.server._net.why_addresses import with_addresses
 from tenure.server._observe import Auditor, ServerObserver
 from tenure.server._session_table import SessionTable
@@ -107,6 +109,10 @@ class NativeFace:
         #: The server's own acts (ReadBackup, ReloadFiles: set by who starts the
         #: server, :meth:`tenure.server._serve.Server.act_with`); None: refused.
         self.acts: ServerActs | None = None
+        #: A standby's answers to reads that allow some staleness.
+        self.stale = StaleReads(
+            host, gate, out, table.owner, self._fail, gate.config.stale_read_wait
+        )
 
     def on_data(self, conn: Conn, data: bytes) -> None:
         """Bytes of a native connection (``b""``: its end), straight from the loop.
@@ -251,6 +257,9 @@ class NativeFace:
             self._act(conn, request)
             return
         if not role.leading:
+            if request.max_staleness is not None and is_stale_read(command):
+                self.stale.answer(conn, request)  # (from this standby's state: stale_reads)
+                return
             standby = NotLeaderError.pointing_to(role.leader(), "this server is a standby")
             self._fail(conn, request, ErrorCode.NOT_LEADER, str(standby))
             return

@@ -1,0 +1,91 @@
+"""A standby's reads change nothing (tenure._core.stale_reads): every read of
+STALE_READS, answered from a busy state, leaves it as it was, byte for byte, with no
+effect and its time unmoved, even with deadlines long due; and what is not a read is
+refused."""
+
+from __future__ import annotations
+
+import msgpack
+import pytest
+
+from tenure._core import Engine, NodeConfig
+from tenure._core import commands as c
+from tenure._core.snapshot import dump
+from tenure._core.stale_reads import STALE_READS, answer_read, is_stale_read
+from tenure.errors import InvalidArgumentError, NotFoundError
+
+from .support import NODE, acquire, create_semaphore, make_engine, open_session
+
+
+def _busy() -> tuple[Engine, int, int]:
+    """Two sessions, a held mutex with a waiter, a watch, an annex, a claim's node."""
+    engine = make_engine(NodeConfig())
+    holder = open_session(engine, timeout=5.0)
+    waiter = open_session(engine, timeout=5.0)
+    create_semaphore(engine, holder, "m", 1)
+    acquire(engine, holder, "m", lease_ttl=3.0, now=1.0)
+    acquire(engine, waiter, "m", timeout=4.0, now=2.0)  # (queued behind the holder)
+    engine.apply(c.DescribeSemaphore(waiter, "m", watch_owners=True), 2.0)
+    engine.apply(c.SetNodeAnnex(NODE, "k", b"v"), 2.0)
+    engine.take_effects()
+    return engine, holder, waiter
+
+
+def _reads(holder: int) -> list[c.Command[object]]:
+    return [
+        c.DescribeNode(NODE),
+        c.GetNodeAnnex(NODE, "k"),
+        c.DescribeSession(holder),
+        c.DescribeSemaphore(holder, "m", owners=True, waiters=True),
+        c.ListNodes(),
+        c.ListSemaphores(NODE),
+        c.ListSessions(NODE),
+        c.WhyName(NODE, "m"),
+        c.TopNames(NODE),
+    ]
+
+
+def _state(engine: Engine) -> bytes:
+    return msgpack.packb(dump(engine))  # type: ignore[no-any-return]
+
+
+def test_every_read_leaves_the_state_as_it_was_though_its_deadlines_are_due() -> None:
+    engine, holder, _ = _busy()
+    assert {type(read) for read in _reads(holder)} == STALE_READS  # (each one tried)
+    before, now = _state(engine), engine.now
+    assert engine.next_deadline() is not None
+    for read in _reads(holder):
+        answer_read(engine, read)
+    assert _state(engine) == before
+    assert engine.now == now
+    assert engine.take_effects() == []
+    # The leader's engine, given a later time, would have let the holder's lease end:
+    engine.apply(c.DescribeNode(NODE), 100.0)
+    assert _state(engine) != before
+
+
+def test_a_read_answers_as_the_engine_does_at_its_own_time() -> None:
+    engine, holder, waiter = _busy()
+    for read in _reads(holder):
+        assert answer_read(engine, read) == engine.apply(read, engine.now)
+    with pytest.raises(NotFoundError):
+        answer_read(engine, c.DescribeSemaphore(waiter, "missing"))
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        c.DescribeSemaphore(1, "m", watch_data=True),
+        c.Release(1, "m"),
+        c.CreateNode("other", NodeConfig()),
+        c.WatchPrefix(1, ""),
+    ],
+    ids=["watching-describe", "release", "create-node", "watch-prefix"],
+)
+def test_what_is_not_a_read_is_refused(command: c.Command[object]) -> None:
+    engine, _, _ = _busy()
+    before = _state(engine)
+    assert not is_stale_read(command)
+    with pytest.raises(InvalidArgumentError, match="not a read a standby answers"):
+        answer_read(engine, command)
+    assert _state(engine) == before
