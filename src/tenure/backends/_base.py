@@ -120,6 +120,7 @@ __all__ = [
     "SessionListener",
     "SessionRecovery",
     "SessionTicket",
+    "StaleReading",
     "SwapWrite",
     "TaskNumbers",
     "UpdateWrite",
@@ -218,6 +219,18 @@ class NameStatistics(Protocol):
         (:class:`~tenure._core.top_report.TopReport`). NotFoundError for a missing
         node; InvalidArgumentError for a window other than 60 or 300, an unknown
         sort, or a ``limit`` outside [1, MAX_PAGE]."""
+
+
+@runtime_checkable
+class StaleReading(Protocol):
+    """A backend whose reads may be answered a little stale by replicas (a cluster's
+    standbys: ``tenure://``'s ``max_staleness``). Not part of :class:`Backend`: any
+    other backend answers every read fresh, which is within any staleness."""
+
+    def reading(self, max_staleness: float) -> Backend:
+        """This backend, its reads (a node's description, the listings, ``why``, ``top``)
+        allowed to be ``max_staleness`` seconds stale; everything else as it is."""
+        ...
 
 
 class Backend(BackendNodes, BackendListing, Protocol):

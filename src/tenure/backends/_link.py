@@ -47,12 +47,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import math
 import random
 import ssl
 from collections.abc import Awaitable, Coroutine
-from typing import Any, Final, Protocol, TypeVar
+from typing import Any, Final, TypeVar
 
-from tenure._core import Command, Effect
+from tenure._core import Command
 from tenure._protocol import (
     Failure,
     GoingAway,
@@ -68,7 +69,7 @@ from tenure._protocol.messages import (
     PROTOCOL_VERSION,
 )
 from tenure.backends._doors import Door, Doors
-from tenure.backends._link_conn import DisconnectedError, LinkConnection
+from tenure.backends._link_conn import DisconnectedError, LinkConnection, LinkHome
 from tenure.backends._link_deadline import RequestDeadlines
 from tenure.backends._link_dial import NEWER, LinkOptions, check_version, greet, leader_elsewhere
 from tenure.backends._link_pings import FOLLOW_PAUSE, Keepalive
@@ -109,19 +110,6 @@ _JITTER: Final = random.Random()
 log = logging.getLogger("tenure.client")
 
 
-class LinkHome(Protocol):
-    """What a link tells its home, the object that made it (see the module docstring)."""
-
-    def push(self, effect: Effect) -> None:
-        """An effect for one of the sessions of this link."""
-
-    async def connected(self, welcome: Welcome) -> None:
-        """A connection is up; re-attach sessions (with call_now) before returning."""
-
-    def disconnected(self) -> None:
-        """The connection was lost; :attr:`Link.confirmed_at` is now frozen."""
-
-
 class Link:
     """See the module docstring."""
 
@@ -141,6 +129,9 @@ class Link:
         self.epoch = 0
         #: See the module docstring; frozen while disconnected.
         self.confirmed_at = self._loop.time()
+        #: When the last answer or push was read (-inf: none): what the client was told
+        #: was committed by then (a standby's read: tenure.backends._standby_reads).
+        self.heard_at = -math.inf
         #: The Welcome of the current (or last) connection.
         self.welcome: Welcome | None = None
         #: The protocol version spoken to each server that refused the newest (by
@@ -209,7 +200,7 @@ class Link:
         conn, self._conn = self._conn, None
         if conn is not None:
             conn.flush()  # (a release written on leaving a block may wait for the turn's end)
-            self._fail(conn, ClientClosedError("the client was closed before the answer came"))
+            conn.fail_all(ClientClosedError("the client was closed before the answer came"))
             conn.transport.close()
             with contextlib.suppress(OSError, ssl.SSLError):
                 await conn.protocol.closed
@@ -282,8 +273,18 @@ class Link:
             raise DisconnectedError("the connection was lost")
         return await self._request(self._conn, command)
 
+    def request_whole(self, command: Command[R], fields: dict[str, Any]) -> asyncio.Future[Reply]:
+        """Send ``command`` with the Request's other ``fields`` on the connection that
+        :meth:`wait_ready` waited for (now); the future of its whole Reply."""
+        conn = self._conn
+        if conn is None or conn.going_away or not self._is_ready:
+            raise DisconnectedError(f"no connection to {self.endpoint} is ready")
+        future = self._request(conn, command, fields=fields)
+        conn.whole.add(self._last_id)
+        return future  # type: ignore[return-value]
+
     def _request(
-        self, conn: LinkConnection, command: Command[R], *, defer: bool = False
+        self, conn: LinkConnection, command: Command[R], *, defer: bool = False, fields: Any = None
     ) -> asyncio.Future[R]:
         """Send ``command`` on ``conn`` now; the future of its answer.
 
@@ -296,7 +297,11 @@ class Link:
         self._last_id += 1
         request_id = self._last_id
         try:
-            data = conn.codec.send(Request(request_id, command))  # raises before anything is sent
+            plain = fields is None  # (a standby's read: the Request's other fields too)
+            request = (
+                Request(request_id, command) if plain else Request(request_id, command, **fields)
+            )
+            data = conn.codec.send(request)  # raises before anything is sent
         except LocalProtocolError as error:
             raise refused_locally(error) from None
         loop = self._loop
@@ -402,12 +407,18 @@ class Link:
     def receive(self, conn: LinkConnection, event: ServerMessage) -> bool:
         """Handle one event of ``conn``; whether ``conn`` is still this link's after it."""
         if isinstance(event, Push):
+            self.heard_at = self._loop.time()
             self._home.push(event.effect)
         elif type(event) is Reply or type(event) is Failure:
             future, sent_at, _command = conn.pending.pop(event.request_id)
+            self.heard_at = self._loop.time()
             if isinstance(event, Reply):
                 self.confirmed_at = max(self.confirmed_at, sent_at)
-                if not future.done():
+                if conn.whole and event.request_id in conn.whole:
+                    conn.whole.discard(event.request_id)
+                    if not future.done():
+                        future.set_result(event)
+                elif not future.done():
                     future.set_result(event.value)
             elif event.code == ErrorCode.NOT_LEADER and not self.options.accept_standby:
                 self._deposed(conn, event.message, future)
@@ -463,7 +474,7 @@ class Link:
         self.last_error = error
         conn.transport.abort()
         why = describe_error(error)
-        self._fail(conn, DisconnectedError(f"lost the connection to {self.endpoint}: {why}"))
+        conn.fail_all(DisconnectedError(f"lost the connection to {self.endpoint}: {why}"))
         log.info("lost the connection to %s: %s", self.endpoint, why)
         self._home.disconnected()
         self._versions.clear()  # each door is asked the newest version again
@@ -471,14 +482,6 @@ class Link:
             self._reconnector = asyncio.ensure_future(self._reconnect())
             self._tasks.add(self._reconnector)
             self._reconnector.add_done_callback(self._tasks.discard)
-
-    def _fail(self, conn: LinkConnection, error: TenureError) -> None:
-        conn.unwatch()
-        for future, _sent_at, _command in conn.pending.values():
-            if not future.done():
-                future.set_exception(type(error)(*error.args))
-                future.exception()  # retrieved, so an abandoned one does not warn
-        conn.pending.clear()
 
     async def leader_elsewhere(self, silent: Door) -> Door | None:
         """The leader another door names, when it is not ``silent`` (the endpoint that

@@ -13,7 +13,7 @@ import asyncio
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from tenure._core import Command
+from tenure._core import Command, Effect
 from tenure._protocol import (
     NEED_DATA,
     ClientConnection,
@@ -27,9 +27,22 @@ from tenure._protocol import (
 )
 from tenure.backends._doors import Door
 from tenure.backends._link_errors import DisconnectedError
-from tenure.errors import ProtocolError, UnavailableError, error_from_code
+from tenure.errors import ProtocolError, TenureError, UnavailableError, error_from_code
 
-__all__ = ["DisconnectedError", "LinkConnection", "LinkProtocol", "Receiver"]
+__all__ = ["DisconnectedError", "LinkConnection", "LinkHome", "LinkProtocol", "Receiver"]
+
+
+class LinkHome(Protocol):
+    """What a link tells its home, the object that made it (``tenure.backends._link``)."""
+
+    def push(self, effect: Effect) -> None:
+        """An effect for one of the sessions of this link."""
+
+    async def connected(self, welcome: Welcome) -> None:
+        """A connection is up; re-attach sessions (with call_now) before returning."""
+
+    def disconnected(self) -> None:
+        """The connection was lost; :attr:`Link.confirmed_at` is now frozen."""
 
 
 class Receiver(Protocol):
@@ -62,6 +75,9 @@ class LinkConnection:
         default_factory=dict
     )
     pings: dict[int, float] = field(default_factory=dict)  # nonce -> sent at
+    #: The requests whose future gets the whole Reply, not its value (a read of a
+    #: standby's: its ``index`` too, :meth:`Link.call_indexed`).
+    whole: set[int] = field(default_factory=set)
     going_away: bool = False
     watchdog: asyncio.TimerHandle | None = None
     #: Frames held back until the end of this turn of the loop (see :meth:`send`).
@@ -103,6 +119,16 @@ class LinkConnection:
         if self.watchdog is not None:
             self.watchdog.cancel()
             self.watchdog = None
+
+    def fail_all(self, error: TenureError) -> None:
+        """Fail every request waiting on it with (a copy of) ``error``: it is given up."""
+        self.unwatch()
+        for future, _sent_at, _command in self.pending.values():
+            if not future.done():
+                future.set_exception(type(error)(*error.args))
+                future.exception()  # retrieved, so an abandoned one does not warn
+        self.pending.clear()
+        self.whole.clear()
 
     def flush(self) -> None:
         """Write what waits for the turn's end now (before the connection is closed)."""

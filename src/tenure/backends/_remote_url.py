@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Final
 from urllib.parse import parse_qsl, urlsplit
 
-from tenure._url_options import seconds
+from tenure._url_options import MAX_SECONDS, seconds
 from tenure.backends._link import Door, LinkOptions
 from tenure.backends._link_deadline import REQUEST_TIMEOUT
 from tenure.backends._options import shown_url, withdraw_wait
@@ -22,6 +22,7 @@ __all__ = [
     "flag",
     "parse",
     "servers_of",
+    "staleness_of",
     "tls_context",
 ]
 
@@ -47,6 +48,7 @@ OPTIONS: Final = frozenset(
         "sharded",
         "withdraw_wait",
         "close_wait",
+        "max_staleness",
     }
 )
 #: How ``sharded`` may be spelt, and what each spelling means.
@@ -106,6 +108,8 @@ class RemoteOptions:
     sharded: bool
     withdraw_wait: float
     close_wait: float = CLOSE_WAIT
+    #: Seconds a read may be stale, answered by a standby (None: the leader answers).
+    max_staleness: float | None = None
 
 
 def flag(settings: Mapping[str, object], option: str) -> bool:
@@ -146,6 +150,7 @@ def parse(url: str, options: Mapping[str, object]) -> RemoteOptions:
     wait = withdraw_wait(merged)
     close_wait = seconds(merged, "close_wait", CLOSE_WAIT)
     sharded = flag(merged, "sharded")
+    staleness = staleness_of(merged)
     token = merged.get("token")
     link_options = LinkOptions(
         token=None if token is None else str(token),
@@ -157,4 +162,21 @@ def parse(url: str, options: Mapping[str, object]) -> RemoteOptions:
     hostname = None if given is None else str(given)
     context = tls_context(scheme, merged)
     endpoints = servers_of(url, context, hostname)
-    return RemoteOptions(endpoints, hostname, link_options, sharded, wait, close_wait)
+    return RemoteOptions(endpoints, hostname, link_options, sharded, wait, close_wait, staleness)
+
+
+def staleness_of(settings: Mapping[str, object]) -> float | None:
+    """``max_staleness``: seconds, 0 (fresh: what etcd committed before the read was
+    sent) up to :data:`MAX_SECONDS`; None if not given."""
+    given = settings.get("max_staleness")
+    if given is None:
+        return None
+    try:
+        value = float(given)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        raise InvalidArgumentError("max_staleness must be a number of seconds") from None
+    if not 0 <= value <= MAX_SECONDS:
+        raise InvalidArgumentError(
+            f"max_staleness must be in [0, {MAX_SECONDS:g}] seconds, got {value:g}"
+        )
+    return value

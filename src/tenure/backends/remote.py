@@ -30,7 +30,10 @@ says), ``client_name`` (shown in the server's logs), ``sharded``
 (true/false, 1/0, yes/no; default false), ``withdraw_wait`` (as every
 backend's: docs/backends.md, "Cancellation") and ``close_wait`` (seconds the
 client's close waits to close on the server the sessions it gave up: default 5;
-:meth:`~tenure.backends._remote_session.Shard.aclose`).
+:meth:`~tenure.backends._remote_session.Shard.aclose`) and ``max_staleness`` (seconds a
+read may be stale: a cluster's standbys answer the reads, never older than what the
+client wrote, was told or read; :mod:`tenure.backends._standby_reads`; not given: the
+leader answers every read).
 
 Each service gets one multiplexed, pipelined connection (see
 :mod:`tenure.backends._link`); sessions survive its loss for their recovery window
@@ -43,6 +46,7 @@ protocol (:mod:`tenure.backends._remote_admin`).
 from __future__ import annotations
 
 import asyncio
+import copy
 import heapq
 import secrets
 from collections.abc import Mapping
@@ -51,6 +55,7 @@ from typing import ClassVar, Final, TypeVar
 
 from tenure._core import (
     AlterNode,
+    Command,
     CreateNode,
     CreateSession,
     DescribeNode,
@@ -85,6 +90,7 @@ from tenure.backends._remote_admin import DoorReload, read_backup, reload_server
 from tenure.backends._remote_session import RemoteStore, Shard
 from tenure.backends._remote_url import CLOSE_WAIT, parse
 from tenure.backends._session import StoreSession
+from tenure.backends._standby_reads import StandbyReads
 from tenure.errors import (
     TenureError,
     UnavailableError,
@@ -125,9 +131,18 @@ class TenureBackend(SessionFactory):
         *,
         withdraw_wait: float = WITHDRAW_WAIT,
         close_wait: float = CLOSE_WAIT,
+        max_staleness: float | None = None,
     ) -> None:
+        """``max_staleness``: seconds a read may be stale, answered by a standby of a
+        cluster of several doors (None: every read is the leader's)."""
         self.shards = shards
         self.withdraw_wait = withdraw_wait
+        self.max_staleness = max_staleness
+        #: A cluster's standbys, for the reads that may be stale (None: the leader's).
+        self.standby_reads: StandbyReads | None = None
+        if len(shards) == 1 and len(shards[0].link.doors.doors) > 1:  # (opened when asked)
+            link = shards[0].link
+            self.standby_reads = StandbyReads(link.doors.doors, link.options, link)
         #: Seconds :meth:`aclose` may wait to close the sessions given up (``close_wait``).
         self.close_wait = close_wait
         self._closed = False
@@ -169,9 +184,25 @@ class TenureBackend(SessionFactory):
         """Create a node on its shard."""
         await self.shard_for(name).call(CreateNode(name, config), resend=False)
 
+    def reading(self, max_staleness: float) -> TenureBackend:
+        """This backend, its reads allowed ``max_staleness`` seconds of staleness (a
+        view sharing its connections: :class:`~tenure.backends._base.StaleReading`)."""
+        view = copy.copy(self)
+        view.max_staleness = max_staleness
+        return view
+
+    async def _read(self, shard: Shard, command: Command[R]) -> R:
+        """A read: a standby's, if the client allows staleness and one answers
+        (:mod:`tenure.backends._standby_reads`); else ``shard``'s (sent again after a
+        lost connection)."""
+        reads, staleness = self.standby_reads, self.max_staleness
+        if reads is None or staleness is None:
+            return await shard.call(command, resend=True)
+        return await reads.read(command, staleness)
+
     async def describe_node(self, name: str) -> NodeDescription:
         """Describe a node."""
-        return await self.shard_for(name).call(DescribeNode(name), resend=True)
+        return await self._read(self.shard_for(name), DescribeNode(name))
 
     async def alter_node(self, name: str, changes: Mapping[str, object]) -> NodeDescription:
         """Change node settings."""
@@ -183,7 +214,7 @@ class TenureBackend(SessionFactory):
 
     async def list_nodes(self, *, after: str, limit: int) -> list[str]:
         """A page of node names: each shard's page, merged (a node lives on one shard)."""
-        pages = [await shard.call(ListNodes(after, limit), resend=True) for shard in self.shards]
+        pages = [await self._read(shard, ListNodes(after, limit)) for shard in self.shards]
         return heapq.nsmallest(limit, {name for page in pages for name in page.names})
 
     async def list_semaphores(
@@ -191,17 +222,17 @@ class TenureBackend(SessionFactory):
     ) -> list[SemaphoreSummary]:
         """A page of the node's semaphores (from the node's shard)."""
         command = ListSemaphores(node, prefix, after, limit)
-        return list((await self.shard_for(node).call(command, resend=True)).semaphores)
+        return list((await self._read(self.shard_for(node), command)).semaphores)
 
     async def list_sessions(self, node: str, *, after: int, limit: int) -> list[SessionSummary]:
         """A page of the node's live sessions (from the node's shard)."""
         command = ListSessions(node, after, limit)
-        return list((await self.shard_for(node).call(command, resend=True)).sessions)
+        return list((await self._read(self.shard_for(node), command)).sessions)
 
     async def why(self, node: str, name: str, *, after: int, limit: int) -> WhyReport:
         """Who blocks ``name`` of ``node`` (from the node's shard; a read: sent again
         after a lost connection)."""
-        return await self.shard_for(node).call(WhyName(node, name, after, limit), resend=True)
+        return await self._read(self.shard_for(node), WhyName(node, name, after, limit))
 
     async def top(self, node: str, *, window: float, sort: str, limit: int) -> TopReport:
         """The most contended names: of ``node``, from its shard; of every node (``""``),
@@ -209,8 +240,8 @@ class TenureBackend(SessionFactory):
         sent again after a lost connection."""
         command = TopNames(node, window, sort, limit)
         if node:
-            return await self.shard_for(node).call(command, resend=True)
-        reports = [await shard.call(command, resend=True) for shard in self.shards]
+            return await self._read(self.shard_for(node), command)
+        reports = [await self._read(shard, command) for shard in self.shards]
         return reports[0] if len(reports) == 1 else merge_reports(reports, limit)
 
     async def kill_session(self, node: str, session_id: int) -> None:
@@ -274,6 +305,8 @@ class TenureBackend(SessionFactory):
         until = asyncio.get_running_loop().time() + self.close_wait
         stores = [store for shard in self.shards for store in shard.sessions.values()]
         await asyncio.gather(*(store.session.close() for store in stores), return_exceptions=True)
+        if self.standby_reads is not None:
+            await self.standby_reads.aclose()
         await asyncio.gather(*(shard.aclose(until) for shard in self.shards))
 
 
@@ -299,7 +332,10 @@ async def open_backend(url: str, options: Mapping[str, object]) -> TenureBackend
             await shard.aclose()
         raise
     return TenureBackend(
-        shards, withdraw_wait=settings.withdraw_wait, close_wait=settings.close_wait
+        shards,
+        withdraw_wait=settings.withdraw_wait,
+        close_wait=settings.close_wait,
+        max_staleness=settings.max_staleness,
     )
 
 

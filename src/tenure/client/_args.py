@@ -32,6 +32,9 @@ from tenure._core.values import (
 from tenure.backends import Capability, SessionTicket
 from tenure.errors import InvalidArgumentError
 
+#: The most seconds a read may be stale (as a ``tenure://`` URL's ``max_staleness``).
+MAX_STALENESS = 3600.0
+
 #: What data parameters accept: any bytes-like object (stored as immutable bytes).
 Data: TypeAlias = bytes | bytearray | memoryview
 
@@ -95,6 +98,13 @@ def count(value: object, what: str = "count") -> int:
 def timeout(value: object) -> float | None:
     """An acquire's ``timeout``: None waits forever, 0 only tries, else finite seconds."""
     return check_timeout(value)
+
+
+def max_staleness(value: object) -> float | None:
+    """A read's ``max_staleness``: None (the client's own), or 0 to 3600 seconds."""
+    if value is None:
+        return None
+    return check_duration("max_staleness", value, allow_zero=True, maximum=MAX_STALENESS)
 
 
 def recovery_window(value: object) -> float | None:

@@ -102,7 +102,13 @@ class Client(NodeAdmin, ClosesOnExit):
     # -- who blocks whom ---------------------------------------------------------------
 
     async def why(
-        self, node: str, name: str, *, after: int = 0, limit: int = WHY_PAGE
+        self,
+        node: str,
+        name: str,
+        *,
+        after: int = 0,
+        limit: int = WHY_PAGE,
+        max_staleness: float | None = None,
     ) -> WhyReport:
         """Who blocks semaphore ``name`` of ``node``: its holders (in grant order) and its
         waiters (in the order they will be served, the ``after``-th left out, ``limit``
@@ -112,21 +118,30 @@ class Client(NodeAdmin, ClosesOnExit):
         holder waits for (it lacks Capability.WAIT_CHAINS), those are None and the
         holders and waiters come from a describe of the name.
 
+        ``max_staleness``: as much staleness allowed (:meth:`_reader`).
+
         Raises:
             InvalidArgumentError: a bad node or name, ``limit`` outside [1, 10,000],
-                a negative ``after``.
+                a negative ``after``, a bad ``max_staleness``.
             NotFoundError: no such node or semaphore.
         """
         self._check_open()
+        reader = self._reader(max_staleness)
 
         async def describe(node: str, name: str) -> SemaphoreDescription:
             async with self.session(node, description=_why.DESCRIPTION) as session:
                 return await session.semaphore(name).describe(owners=True, waiters=True)
 
-        return await _why.why(self.backend, node, name, after, limit, describe)
+        return await _why.why(reader, node, name, after, limit, describe)
 
     async def top(
-        self, node: str = "", *, window: float = 60.0, sort: str = "wait", limit: int = TOP_PAGE
+        self,
+        node: str = "",
+        *,
+        window: float = 60.0,
+        sort: str = "wait",
+        limit: int = TOP_PAGE,
+        max_staleness: float | None = None,
     ) -> TopReport:
         """The most contended names of ``node`` (``""``: of every node the store keeps):
         the ``limit`` names with the most ``sort`` (``"wait"``: seconds waited,
@@ -135,7 +150,8 @@ class Client(NodeAdmin, ClosesOnExit):
         with its waits, grants, timeouts, cancelled waits, lost holds, queue, holders and
         wait and hold percentiles (:class:`TopReport`). The store keeps a bounded
         number of names, the most contended (a name is kept from its first queued
-        request): docs/operations.md, "Who blocks whom".
+        request): docs/operations.md, "Who blocks whom". ``max_staleness``: as much
+        staleness allowed (:meth:`_reader`).
 
         Raises:
             UnsupportedError: the backend keeps no statistics per name (it lacks
@@ -146,7 +162,7 @@ class Client(NodeAdmin, ClosesOnExit):
                 some nodes.
         """
         self._check_open()
-        backend = self.backend
+        backend = self._reader(max_staleness)
         if Capability.NAME_STATS not in backend.capabilities or not isinstance(
             backend, NameStatistics
         ):

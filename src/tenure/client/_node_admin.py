@@ -18,7 +18,7 @@ from tenure._core.values import (
     SessionSummary,
     renamed_settings,
 )
-from tenure.backends import Backend, masked_url
+from tenure.backends import Backend, StaleReading, masked_url
 from tenure.client import _args, _forks, _listing
 from tenure.errors import AlreadyExistsError, ClientClosedError, InvalidArgumentError
 
@@ -41,6 +41,20 @@ class NodeAdmin:
         """Whether :meth:`aclose` was called (or this is a child made by fork since the
         client opened: there it is closed, see ForkedClientError)."""
         return self._closed or self._pid != _forks.pid
+
+    def _reader(self, max_staleness: object = None) -> Backend:
+        """The backend a read goes to: with ``max_staleness`` (seconds, 0 to 3600), one
+        whose replicas may answer it that stale (a cluster's standbys: docs/cluster.md,
+        "Reads from standbys"), where the backend has any; else the backend itself.
+
+        Raises:
+            InvalidArgumentError: ``max_staleness`` is not None nor 0 to 3600 seconds.
+        """
+        seconds = _args.max_staleness(max_staleness)
+        backend = self.backend
+        if seconds is None or not isinstance(backend, StaleReading):
+            return backend
+        return backend.reading(seconds)
 
     def _check_open(self) -> None:
         """Raise ClientClosedError once the client is closed; ForkedClientError in a
@@ -80,11 +94,14 @@ class NodeAdmin:
             if not exist_ok:
                 raise
 
-    async def describe_node(self, name: str) -> NodeDescription:
-        """A node's settings and how many sessions and semaphores it has."""
+    async def describe_node(
+        self, name: str, *, max_staleness: float | None = None
+    ) -> NodeDescription:
+        """A node's settings and how many sessions and semaphores it has (``max_staleness``:
+        as much staleness allowed, :meth:`_reader`)."""
         name = _args.node_name(name)
         self._check_open()
-        return await self.backend.describe_node(name)
+        return await self._reader(max_staleness).describe_node(name)
 
     async def alter_node(self, name: str, **changes: object) -> NodeDescription:
         """Change some of a node's settings; returns the new description.
@@ -106,28 +123,35 @@ class NodeAdmin:
 
     # -- listing, for operators --------------------------------------------------------
 
-    async def list_nodes(self) -> list[str]:
-        """Every node's name, sorted (a token limited to some nodes sees those)."""
+    async def list_nodes(self, *, max_staleness: float | None = None) -> list[str]:
+        """Every node's name, sorted (a token limited to some nodes sees those;
+        ``max_staleness``: as much staleness allowed, :meth:`_reader`)."""
         self._check_open()
-        return await _listing.all_nodes(self.backend)
+        return await _listing.all_nodes(self._reader(max_staleness))
 
-    async def list_semaphores(self, node: str, prefix: str = "") -> list[SemaphoreSummary]:
-        """The node's semaphores whose names start with ``prefix``, by name.
+    async def list_semaphores(
+        self, node: str, prefix: str = "", *, max_staleness: float | None = None
+    ) -> list[SemaphoreSummary]:
+        """The node's semaphores whose names start with ``prefix``, by name
+        (``max_staleness``: as much staleness allowed, :meth:`_reader`).
 
         Raises:
             NotFoundError: the node does not exist.
         """
         self._check_open()
-        return await _listing.all_semaphores(self.backend, node, prefix)
+        return await _listing.all_semaphores(self._reader(max_staleness), node, prefix)
 
-    async def list_sessions(self, node: str) -> list[SessionSummary]:
-        """The node's live sessions, by id: who runs each, since when, what it holds.
+    async def list_sessions(
+        self, node: str, *, max_staleness: float | None = None
+    ) -> list[SessionSummary]:
+        """The node's live sessions, by id: who runs each, since when, what it holds
+        (``max_staleness``: as much staleness allowed, :meth:`_reader`).
 
         Raises:
             NotFoundError: the node does not exist.
         """
         self._check_open()
-        return await _listing.all_sessions(self.backend, node)
+        return await _listing.all_sessions(self._reader(max_staleness), node)
 
     async def kill_session(self, node: str, session_id: int) -> None:
         """End a live session of ``node`` as if its recovery window had passed.

@@ -151,10 +151,11 @@ class Client(ClosesOnExit):
         portal, client = self._live()
         portal.call(client.create_node, name, config, exist_ok=exist_ok, **settings)
 
-    def describe_node(self, name: str) -> NodeDescription:
-        """A node's settings and how many sessions and semaphores it has."""
+    def describe_node(self, name: str, *, max_staleness: float | None = None) -> NodeDescription:
+        """A node's settings and how many sessions and semaphores it has (see
+        :meth:`tenure.Client.describe_node`)."""
         portal, client = self._live()
-        return portal.call(client.describe_node, name)
+        return portal.call(client.describe_node, name, max_staleness=max_staleness)
 
     def alter_node(self, name: str, **changes: object) -> NodeDescription:
         """Change some of a node's settings; returns the new description.
@@ -175,39 +176,61 @@ class Client(ClosesOnExit):
         """Who this client is in its sessions (see :attr:`tenure.Client.identity`)."""
         return self._live()[1].identity
 
-    def list_nodes(self) -> list[str]:
+    def list_nodes(self, *, max_staleness: float | None = None) -> list[str]:
         """Every node's name, sorted (see :meth:`tenure.Client.list_nodes`)."""
         portal, client = self._live()
-        return portal.call(client.list_nodes)
+        return portal.call(client.list_nodes, max_staleness=max_staleness)
 
-    def list_semaphores(self, node: str, prefix: str = "") -> list[SemaphoreSummary]:
+    def list_semaphores(
+        self, node: str, prefix: str = "", *, max_staleness: float | None = None
+    ) -> list[SemaphoreSummary]:
         """The semaphores named with ``prefix`` (see :meth:`tenure.Client.list_semaphores`)."""
         portal, client = self._live()
-        return portal.call(client.list_semaphores, node, prefix)
+        return portal.call(client.list_semaphores, node, prefix, max_staleness=max_staleness)
 
-    def list_sessions(self, node: str) -> list[SessionSummary]:
+    def list_sessions(
+        self, node: str, *, max_staleness: float | None = None
+    ) -> list[SessionSummary]:
         """The node's live sessions, by id (see :meth:`tenure.Client.list_sessions`)."""
         portal, client = self._live()
-        return portal.call(client.list_sessions, node)
+        return portal.call(client.list_sessions, node, max_staleness=max_staleness)
 
     def kill_session(self, node: str, session_id: int) -> None:
         """End a live session as an expiry would (see :meth:`tenure.Client.kill_session`)."""
         portal, client = self._live()
         portal.call(client.kill_session, node, session_id)
 
-    def why(self, node: str, name: str, *, after: int = 0, limit: int = WHY_PAGE) -> WhyReport:
+    def why(
+        self,
+        node: str,
+        name: str,
+        *,
+        after: int = 0,
+        limit: int = WHY_PAGE,
+        max_staleness: float | None = None,
+    ) -> WhyReport:
         """Who blocks ``name`` of ``node``: its holders and waiters, the chain of holders
         that wait, and its roots (see :meth:`tenure.Client.why`)."""
         portal, client = self._live()
-        return portal.call(client.why, node, name, after=after, limit=limit)
+        return portal.call(
+            client.why, node, name, after=after, limit=limit, max_staleness=max_staleness
+        )
 
     def top(
-        self, node: str = "", *, window: float = 60.0, sort: str = "wait", limit: int = TOP_PAGE
+        self,
+        node: str = "",
+        *,
+        window: float = 60.0,
+        sort: str = "wait",
+        limit: int = TOP_PAGE,
+        max_staleness: float | None = None,
     ) -> TopReport:
         """The most contended names of ``node`` (``""``: every node) over the last
         ``window`` seconds (see :meth:`tenure.Client.top`)."""
         portal, client = self._live()
-        return portal.call(client.top, node, window=window, sort=sort, limit=limit)
+        return portal.call(
+            client.top, node, window=window, sort=sort, limit=limit, max_staleness=max_staleness
+        )
 
     def release_claim(self, node: str, name: str, claim_id: str) -> bool:
         """Release a claim by its id, from any process (see

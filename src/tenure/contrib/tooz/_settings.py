@@ -69,6 +69,7 @@ _TENURE: Final = frozenset(
         "sharded",
         "withdraw_wait",
         "close_wait",
+        "max_staleness",
     }
 )
 #: Printable ASCII but ``%`` (the escape) and space: kept as they are in names.

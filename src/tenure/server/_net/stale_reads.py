@@ -19,6 +19,8 @@ attached to a standby's connections); a token's node listing shows only its node
 blocking chain hides the nodes the token may not read. A read is answered in a task,
 and the connection's later frames are read once it is answered (``Conn.answering``),
 so that its answers keep their order.
+
+Layer (CONTRIBUTING.md): this module may also import tenure._runtime.host.
 """
 
 from __future__ import annotations

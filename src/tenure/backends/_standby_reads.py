@@ -1,0 +1,167 @@
+"""Reads from a cluster's standbys: a ``tenure://`` client's reads that allow some
+staleness (``max_staleness``: docs/cluster.md, "Reads from standbys").
+
+A client of a cluster given ``max_staleness`` sends its reads (a node's description,
+the listings, who blocks a name, the most contended names) to the doors that are
+not the leader, in turn, each over a connection of its own that a standby's Welcome
+does not turn away; the leader keeps the sessions, the acquires and every change.
+The standby answers from its own state once it has confirmed it fresh enough
+(protocol version 11, :mod:`tenure.server._net.stale_reads`); two rules keep what
+the client reads from going back in time:
+
+* **Read your writes.** Each read allows at most the seconds since the client last
+  heard from the leader (:attr:`Link.heard_at`: an answer or a push), and never more
+  than ``max_staleness``. What the leader told the client was committed by the time
+  it was heard, and the standby's state is then known to hold everything committed
+  that many seconds before the read reached it: so it holds what the client wrote
+  and was told. (Both ends measure on their own monotonic clock; no clock is read
+  against another.)
+* **Never older than read.** Each read asks for at least the log entry the newest
+  standby answer held (``min_index``), whichever standby answers.
+
+A standby that cannot answer (unreachable, not confirmed within its
+``--stale-read-wait``, no longer a standby, or of an older protocol version) is left
+alone for :data:`SHUN_SECONDS` and the next is asked; with none left, the leader
+answers, as it answers every read without ``max_staleness``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import math
+from collections.abc import Sequence
+from dataclasses import replace
+from typing import Final, TypeVar
+
+from tenure._core import Command, Effect
+from tenure._protocol import Reply, Welcome
+from tenure.backends._link import Door, Link, LinkOptions
+from tenure.errors import UnavailableError, UnsupportedError
+
+__all__ = ["SHUN_SECONDS", "STALE_READ_VERSION", "StandbyReads"]
+
+log = logging.getLogger("tenure.client")
+
+R = TypeVar("R")
+
+#: How long a door that could not answer a read is left alone, in seconds.
+SHUN_SECONDS: Final = 5.0
+#: The protocol version of reads from standbys (Request's ``max_staleness``).
+STALE_READ_VERSION: Final = 11
+
+
+class _ReadHome:
+    """The home of a standby's read connection: no session lives on it."""
+
+    def push(self, effect: Effect) -> None:
+        """Nothing is pushed to a connection without sessions."""
+
+    async def connected(self, welcome: Welcome) -> None:
+        """Nothing to set up."""
+
+    def disconnected(self) -> None:
+        """Nothing to freeze."""
+
+
+class StandbyReads:
+    """A service's reads that allow staleness, spread over the doors that do not lead
+    (module docstring); ``leader``: the service's own link, which answers the rest."""
+
+    def __init__(self, doors: Sequence[Door], options: LinkOptions, leader: Link) -> None:
+        self.doors = list(doors)
+        self.options = replace(options, accept_standby=True)
+        self.leader = leader
+        #: The newest log entry a standby's answer held (the next read's ``min_index``).
+        self.min_index = 0
+        #: How many reads each door answered (by its address), the leader's under "".
+        self.answered: dict[str, int] = {}
+        self._links: dict[str, Link] = {}
+        self._shunned: dict[str, float] = {}  # door -> loop time until which it is not asked
+        self._turn = 0
+
+    async def read(self, command: Command[R], max_staleness: float) -> R:
+        """``command``'s answer from a standby, at most ``max_staleness`` seconds stale
+        and never older than what the client was told or read; else the leader's."""
+        loop = asyncio.get_running_loop()
+        for door in self._candidates(loop.time()):
+            now = loop.time()
+            allowed = max(0.0, min(max_staleness, now - self.leader.heard_at))
+            try:
+                link = await self._link(door)
+                reply = await _indexed(link, command, allowed, self.min_index, now)
+            except (UnavailableError, UnsupportedError) as error:
+                self._shun(door, loop.time(), error)
+                continue
+            self.min_index = max(self.min_index, reply.index)
+            self.answered[str(door)] = self.answered.get(str(door), 0) + 1
+            return reply.value  # type: ignore[return-value]
+        self.answered[""] = self.answered.get("", 0) + 1
+        return await self.leader.call(
+            command, wait_until=loop.time() + self.options.connect_timeout
+        )
+
+    def _candidates(self, now: float) -> list[Door]:
+        """The doors to ask, in turn from the next one: not the leader's, not shunned."""
+        leading = str(self.leader.endpoint) if self.leader.connected else ""
+        doors = [
+            door
+            for door in self.doors
+            if str(door) != leading and self._shunned.get(str(door), -math.inf) <= now
+        ]
+        if not doors:
+            return doors
+        start, self._turn = self._turn % len(doors), self._turn + 1
+        return doors[start:] + doors[:start]
+
+    async def _link(self, door: Door) -> Link:
+        """The read connection to ``door`` (opened the first time, or again once lost)."""
+        link = self._links.get(str(door))
+        if link is None:
+            link = Link(door, self.options, _ReadHome())
+            await link.open()  # (raises UnavailableError: the door is then shunned)
+            self._links[str(door)] = link
+        return link
+
+    def _shun(self, door: Door, now: float, error: BaseException) -> None:
+        """Leave ``door`` alone for :data:`SHUN_SECONDS` (its connection dropped: it is
+        opened again when next asked)."""
+        self._shunned[str(door)] = now + SHUN_SECONDS
+        log.info("reads from %s: %s; asking another member for %gs", door, error, SHUN_SECONDS)
+        link = self._links.pop(str(door), None)
+        if link is not None:
+            task = asyncio.get_running_loop().create_task(link.aclose())
+            task.add_done_callback(_retrieved)
+
+    async def aclose(self) -> None:
+        """Close every read connection."""
+        links, self._links = list(self._links.values()), {}
+        for link in links:
+            await link.aclose()
+
+
+async def _indexed(
+    link: Link, command: Command[R], max_staleness: float, min_index: int, now: float
+) -> Reply:
+    """``command`` sent to ``link``'s server as a read a standby may answer (once a
+    connection is ready, within the connect timeout of ``now``): its whole Reply.
+
+    Raises:
+        UnsupportedError: the server speaks a version older than
+            :data:`STALE_READ_VERSION` (it would answer as a leader, or refuse).
+        UnavailableError: no connection, or the standby could not answer.
+    """
+    await link.wait_ready(now + link.options.connect_timeout)
+    version = link.welcome.version if link.welcome is not None else 0
+    if version < STALE_READ_VERSION:
+        raise UnsupportedError(
+            f"{link.endpoint} speaks protocol version {version}, which has no reads from "
+            f"standbys (version {STALE_READ_VERSION})"
+        )
+    fields = {"max_staleness": max_staleness, "min_index": min_index}
+    return await link.request_whole(command, fields)
+
+
+def _retrieved(task: asyncio.Task[None]) -> None:
+    if not task.cancelled():
+        task.exception()
