@@ -186,3 +186,21 @@ async def test_a_standby_checks_a_tokens_reads_as_the_leader_does(
         assert "requests_per_second" in second.message
         for client in (bob, alice, standby, slow):
             await client.close()
+
+
+async def test_a_standby_stops_cleanly_with_a_read_waiting_to_be_answered(
+    tmp_path: Path, etcd_member: EtcdCluster
+) -> None:
+    extra = ("--stale-read-wait", "30")
+    with TenureCluster(tmp_path / "c", etcd_member.endpoints, size=2, extra=extra) as c:
+        standby = c.standbys()[0]
+        client = await _connect(standby.port)
+        # An index the log will not reach: the read waits (up to 30 s) to answer.
+        waiting = client.send(ListNodes(), max_staleness=5.0, min_index=2**40)
+        client.writer.write(client.codec.send(Ping(1)))
+        assert standby.stop() == 0  # (SIGTERM: a graceful stop, bounded by the harness)
+        events = await client.until_closed()
+        assert not [e for e in events if isinstance(e, Reply) and e.request_id == waiting]
+        assert "Task was destroyed but it is pending" not in standby.output()
+        assert "Traceback" not in standby.output()
+        client.writer.close()

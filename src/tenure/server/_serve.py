@@ -265,6 +265,7 @@ class Server:
             return
         self._stopping = True
         self.long_holds.stop()
+        self.native.stale.cancel()
         conns = self.reception.conns
         log.info("shutting down", extra={"fields": {"connections": len(conns)}})
         self.reception.close()
@@ -311,6 +312,7 @@ class Server:
         self.stepped_down = why
         self._stopping = True
         self.long_holds.stop()
+        self.native.stale.cancel()
         self.reception.close()
         self.faces.stop()
         self.served.abandon()

@@ -85,6 +85,12 @@ class StaleReads:
         task.add_done_callback(self.tasks.discard)
         conn.answering = task
 
+    def cancel(self) -> None:
+        """Give up the reads being answered (the server stops: their connections close,
+        and their clients ask another member)."""
+        for task in list(self.tasks):
+            task.cancel()
+
     async def _answered(self, conn: Conn, request: Request) -> None:
         try:
             await self._answer(conn, request)
