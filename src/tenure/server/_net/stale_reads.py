@@ -26,6 +26,7 @@ Layer (CONTRIBUTING.md): this module may also import tenure._runtime.host.
 from __future__ import annotations
 
 import asyncio
+import logging
 import math
 from collections.abc import Callable
 
@@ -49,6 +50,8 @@ from tenure.server._net.outbox import Outboxes
 from tenure.server._net.why_addresses import with_addresses
 
 __all__ = ["StaleReads"]
+
+log = logging.getLogger("tenure.server")
 
 #: Fail ``request`` of ``conn`` with ``code`` and the reason (the face's own Failure).
 Fail = Callable[[Conn, Request, ErrorCode, str], None]
@@ -119,6 +122,12 @@ class StaleReads:
         except TenureError as error:
             if not _gone(conn):
                 self.fail(conn, request, code_of(error), str(error))
+            return
+        except Exception:  # (a bug, or etcd's answer unreadable: the server serves on)
+            log.exception("a read from this standby failed unexpectedly")
+            if not _gone(conn):  # (UNAVAILABLE: the client asks another member)
+                why = "this standby could not answer the read (its log says why)"
+                self.fail(conn, request, ErrorCode.UNAVAILABLE, why)
             return
         if value is None or _gone(conn):
             return

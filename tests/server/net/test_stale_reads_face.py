@@ -1,0 +1,132 @@
+"""The native face's answers to reads from a standby (tenure.server._net.stale_reads),
+in this process with stand-ins for the server's parts: a failure of its own is a
+refusal the client can go elsewhere with, a server that stops gives up what waits,
+and a role that no longer follows sends the client to the leader."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+
+from tenure._core import ListNodes
+from tenure._core.commands import NodePage
+from tenure._protocol import Failure, Reply, Request, State
+from tenure.errors import ErrorCode
+from tenure.server._net.stale_reads import StaleReads
+from tests.core.support import make_engine
+
+
+class Fresh:
+    """A freshness that answers as told: an index, an error, or never."""
+
+    def __init__(self, answer: Any) -> None:
+        self.answer = answer
+        self.applied = 7
+        self.asked: list[tuple[float, int]] = []
+
+    async def within(self, max_staleness: float, min_index: int = 0, *, timeout: float) -> int:
+        self.asked.append((max_staleness, min_index))
+        if isinstance(self.answer, asyncio.Event):
+            await self.answer.wait()
+        if isinstance(self.answer, BaseException):
+            raise self.answer
+        return self.applied
+
+
+class Parts:
+    """The host, gate, outboxes and connection a StaleReads needs, and what it said."""
+
+    def __init__(self, freshness: Fresh | None) -> None:
+        self.engine = make_engine()
+        self.step_budget = 1000
+        self.role = self
+        self.freshness = freshness
+        self.said: list[Any] = []
+        self.token = None
+        self.closing = False
+        self.codec = self
+        self.state = State.OPEN
+        self.transport = self
+        self.answering: asyncio.Task[None] | None = None
+
+    # the host's
+    def admit_request(self, actor: str) -> None:
+        pass
+
+    def wall_shift(self) -> float:
+        return 0.0
+
+    # the role's
+    def leader(self, face: str = "native") -> str | None:
+        return "t1:6388"
+
+    # the connection's transport
+    def is_closing(self) -> bool:
+        return False
+
+    # the outboxes' and the face's
+    def emit(self, conn: Any, message: Any) -> None:
+        self.said.append(message)
+
+    def fail(self, conn: Any, request: Request, code: ErrorCode, why: str) -> None:
+        self.said.append(Failure(request.request_id, code, why))
+
+
+def _reads(parts: Parts) -> StaleReads:
+    return StaleReads(parts, parts, parts, lambda session_id: None, parts.fail, 1.0)  # type: ignore[arg-type]
+
+
+async def _answered(parts: Parts, reads: StaleReads) -> Any:
+    reads.answer(parts, Request(1, ListNodes(), max_staleness=0.5, min_index=3))  # type: ignore[arg-type]
+    task = parts.answering
+    assert task is not None
+    await task
+    assert parts.answering is None  # (the connection's next frames are read again)
+    [said] = parts.said
+    return said
+
+
+async def test_a_fresh_read_is_answered_with_the_index_its_state_held() -> None:
+    fresh = Fresh(7)
+    parts = Parts(fresh)
+    said = await _answered(parts, _reads(parts))
+    assert isinstance(said, Reply)
+    assert isinstance(said.value, NodePage)
+    assert said.value.names == ("n",)
+    assert said.index == 7
+    assert fresh.asked == [(0.5, 3)]
+
+
+async def test_a_failure_of_its_own_is_a_refusal_to_go_elsewhere_with(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    parts = Parts(Fresh(RuntimeError("etcd's answer was unreadable")))
+    said = await _answered(parts, _reads(parts))
+    assert isinstance(said, Failure)
+    assert said.code is ErrorCode.UNAVAILABLE
+    assert "a read from this standby failed unexpectedly" in caplog.text
+
+
+async def test_a_server_no_longer_following_sends_the_client_to_the_leader() -> None:
+    parts = Parts(None)
+    said = await _answered(parts, _reads(parts))
+    assert isinstance(said, Failure)
+    assert said.code is ErrorCode.NOT_LEADER
+    assert "t1:6388" in said.message
+
+
+async def test_a_stopping_server_gives_up_the_reads_that_wait() -> None:
+    parts = Parts(Fresh(asyncio.Event()))  # (never confirmed)
+    reads = _reads(parts)
+    reads.answer(parts, Request(1, ListNodes(), max_staleness=0.5))  # type: ignore[arg-type]
+    task = parts.answering
+    assert task is not None
+    await asyncio.sleep(0)  # (it waits now)
+    reads.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert parts.said == []
+    assert parts.answering is None
+    assert not reads.tasks
