@@ -50,6 +50,11 @@ class Parts:
         self.state = State.OPEN
         self.transport = self
         self.answering: asyncio.Task[None] | None = None
+        self.counted: list[tuple[str, ErrorCode | None]] = []
+
+    # the observer's
+    def request(self, command: Any, code: ErrorCode | None) -> None:
+        self.counted.append((type(command).__name__, code))
 
     # the host's
     def admit_request(self, actor: str) -> None:
@@ -75,7 +80,8 @@ class Parts:
 
 
 def _reads(parts: Parts) -> StaleReads:
-    return StaleReads(parts, parts, parts, lambda session_id: None, parts.fail, 1.0)  # type: ignore[arg-type]
+    owner = lambda session_id: None  # noqa: E731
+    return StaleReads(parts, parts, parts, owner, parts.fail, 1.0, parts)  # type: ignore[arg-type]
 
 
 async def _answered(parts: Parts, reads: StaleReads) -> Any:
@@ -97,6 +103,7 @@ async def test_a_fresh_read_is_answered_with_the_index_its_state_held() -> None:
     assert said.value.names == ("n",)
     assert said.index == 7
     assert fresh.asked == [(0.5, 3)]
+    assert parts.counted == [("ListNodes", None)]  # (a request answered, as any)
 
 
 async def test_a_failure_of_its_own_is_a_refusal_to_go_elsewhere_with(

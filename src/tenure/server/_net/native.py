@@ -111,7 +111,7 @@ class NativeFace:
         self.acts: ServerActs | None = None
         #: A standby's answers to reads that allow some staleness.
         self.stale = StaleReads(
-            host, gate, out, table.owner, self._fail, gate.config.stale_read_wait
+            host, gate, out, table.owner, self._fail, gate.config.stale_read_wait, observer
         )
 
     def on_data(self, conn: Conn, data: bytes) -> None:

@@ -20,7 +20,8 @@ blocking chain hides the nodes the token may not read. A read is answered in a t
 and the connection's later frames are read once it is answered (``Conn.answering``),
 so that its answers keep their order.
 
-Layer (CONTRIBUTING.md): this module may also import tenure._runtime.host.
+Layer (CONTRIBUTING.md): this module may also import tenure._runtime.host and
+tenure.server._observe.
 """
 
 from __future__ import annotations
@@ -48,6 +49,7 @@ from tenure.errors import ErrorCode, NotLeaderError, TenureError, code_of
 from tenure.server._net.gate import Conn, Gate
 from tenure.server._net.outbox import Outboxes
 from tenure.server._net.why_addresses import with_addresses
+from tenure.server._observe import ServerObserver
 
 __all__ = ["StaleReads"]
 
@@ -68,10 +70,13 @@ class StaleReads:
         owner: Callable[[int], object],
         fail: Fail,
         wait: float,
+        observer: ServerObserver | None = None,
     ) -> None:
         """``owner(session_id)``: who holds a session attached here (for a chain's
-        addresses); ``fail``: the face's Failure; ``wait``: ``--stale-read-wait``."""
+        addresses); ``fail``: the face's Failure (counted there); ``wait``:
+        ``--stale-read-wait``; ``observer``: told of each read answered."""
         self.host = host
+        self.observer = observer
         self.gate = gate
         self.out = out
         self.owner = owner
@@ -132,6 +137,8 @@ class StaleReads:
         if value is None or _gone(conn):
             return
         self.out.emit(conn, Reply(request.request_id, value, index=fresh.applied))  # type: ignore[arg-type]
+        if self.observer is not None:  # (a request as any: tenure_requests_total)
+            self.observer.request(request.command, None)
 
     async def _read(self, conn: Conn, request: Request) -> object:
         """The read's answer from the state as it is now (None: already answered)."""
