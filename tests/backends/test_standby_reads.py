@@ -46,7 +46,8 @@ class StandIn:
             raise answer
         return Reply(1, PAGE, index=answer)
 
-    async def call(self, command: Any, *, wait_until: float | None = None) -> Any:
+    async def fallback(self) -> Any:
+        """The leader's answer (the read sent as the service's link sends any)."""
         self.called += 1
         return PAGE
 
@@ -66,10 +67,10 @@ def _reads(leader: StandIn, *standbys: StandIn) -> StandbyReads:
 async def test_a_read_allows_no_more_than_the_time_since_the_leader_was_heard() -> None:
     leader, standby = StandIn("leader"), StandIn("s1", [5, 6])
     reads = _reads(leader, standby)
-    assert await reads.read(ListNodes(), 60.0) == PAGE
+    assert await reads.read(ListNodes(), 60.0, leader.fallback) == PAGE
     assert standby.asked == [(60.0, 0)]  # (nothing heard yet: the client's own bound)
     leader.heard_at = asyncio.get_running_loop().time() - 10.0  # told something 10 s ago
-    await reads.read(ListNodes(), 60.0)
+    await reads.read(ListNodes(), 60.0, leader.fallback)
     allowed, min_index = standby.asked[1]
     assert 10.0 <= allowed < 60.0  # (the 10 s and what passed since: never the 60)
     assert min_index == 5  # (never older than the first answer)
@@ -81,7 +82,7 @@ async def test_the_doors_that_do_not_lead_are_asked_in_turn() -> None:
     leader, one, two = StandIn("leader"), StandIn("s1", [1, 2]), StandIn("s2", [3, 4])
     reads = _reads(leader, one, two)
     for _ in range(4):
-        await reads.read(ListNodes(), 1.0)
+        await reads.read(ListNodes(), 1.0, leader.fallback)
     assert (len(one.asked), len(two.asked), leader.called) == (2, 2, 0)
     assert reads.answered == {"s1:1": 2, "s2:1": 2}
 
@@ -96,9 +97,11 @@ async def test_a_door_that_cannot_answer_is_left_alone_and_the_leader_answers_la
 ) -> None:
     leader, one, two = StandIn("leader"), StandIn("s1", [failure]), StandIn("s2", [failure])
     reads = _reads(leader, one, two)
-    assert await reads.read(ListNodes(), 1.0) == PAGE
+    assert await reads.read(ListNodes(), 1.0, leader.fallback) == PAGE
     assert (len(one.asked), len(two.asked), leader.called) == (1, 1, 1)
-    await reads.read(ListNodes(), 1.0)  # (both left alone for a while: the leader's)
+    await reads.read(
+        ListNodes(), 1.0, leader.fallback
+    )  # (both left alone for a while: the leader's)
     assert (len(one.asked), len(two.asked), leader.called) == (1, 1, 2)
     assert reads.answered == {"": 2}
 
@@ -107,7 +110,7 @@ async def test_a_server_of_an_older_version_is_not_asked_again_for_a_while() -> 
     leader, old = StandIn("leader"), StandIn("s1", [9])
     old.welcome = Welcome(version=10)  # (no reads from standbys: it would answer as a leader)
     reads = _reads(leader, old)
-    assert await reads.read(ListNodes(), 1.0) == PAGE
+    assert await reads.read(ListNodes(), 1.0, leader.fallback) == PAGE
     assert (old.asked, leader.called) == ([], 1)
     assert reads.min_index == 0
 
@@ -120,3 +123,22 @@ async def test_a_backend_without_replicas_answers_a_stale_read_fresh() -> None:
         for bad in (-1.0, 3601.0, math.inf, "1"):
             with pytest.raises(InvalidArgumentError, match="max_staleness"):
                 await client.list_nodes(max_staleness=bad)  # type: ignore[arg-type]
+
+
+async def test_reads_that_ask_at_once_open_one_connection_to_a_door() -> None:
+    leader, one = StandIn("leader"), StandIn("s1", [1, 2, 3])
+    reads = StandbyReads([Door("leader", 1), Door("s1", 1)], LinkOptions(), leader)  # type: ignore[arg-type]
+    leader.endpoint = "leader:1"
+    opened: list[Door] = []
+
+    async def opening(door: Door) -> Any:
+        opened.append(door)
+        await asyncio.sleep(0)  # (the others ask meanwhile)
+        reads._links[str(door)] = one  # type: ignore[assignment]
+        return one
+
+    reads._open = opening  # type: ignore[method-assign]
+    pages = await asyncio.gather(*(reads.read(ListNodes(), 1.0, leader.fallback) for _ in range(3)))
+    assert pages == [PAGE] * 3
+    assert opened == [Door("s1", 1)]
+    assert len(one.asked) == 3

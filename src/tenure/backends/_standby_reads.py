@@ -30,7 +30,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import math
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import replace
 from typing import Final, TypeVar
 
@@ -77,12 +77,16 @@ class StandbyReads:
         #: How many reads each door answered (by its address), the leader's under "".
         self.answered: dict[str, int] = {}
         self._links: dict[str, Link] = {}
+        self._opening: dict[str, asyncio.Future[Link]] = {}  # door -> its link being opened
         self._shunned: dict[str, float] = {}  # door -> loop time until which it is not asked
         self._turn = 0
 
-    async def read(self, command: Command[R], max_staleness: float) -> R:
+    async def read(
+        self, command: Command[R], max_staleness: float, leader: Callable[[], Awaitable[R]]
+    ) -> R:
         """``command``'s answer from a standby, at most ``max_staleness`` seconds stale
-        and never older than what the client was told or read; else the leader's."""
+        and never older than what the client was told or read; else ``leader()``'s (the
+        read as the service's link sends it, again after a lost connection)."""
         loop = asyncio.get_running_loop()
         for door in self._candidates(loop.time()):
             now = loop.time()
@@ -97,9 +101,7 @@ class StandbyReads:
             self.answered[str(door)] = self.answered.get(str(door), 0) + 1
             return reply.value  # type: ignore[return-value]
         self.answered[""] = self.answered.get("", 0) + 1
-        return await self.leader.call(
-            command, wait_until=loop.time() + self.options.connect_timeout
-        )
+        return await leader()
 
     def _candidates(self, now: float) -> list[Door]:
         """The doors to ask, in turn from the next one: not the leader's, not shunned."""
@@ -115,12 +117,26 @@ class StandbyReads:
         return doors[start:] + doors[:start]
 
     async def _link(self, door: Door) -> Link:
-        """The read connection to ``door`` (opened the first time, or again once lost)."""
-        link = self._links.get(str(door))
-        if link is None:
-            link = Link(door, self.options, _ReadHome())
-            await link.open()  # (raises UnavailableError: the door is then shunned)
-            self._links[str(door)] = link
+        """The read connection to ``door``: opened the first time (once, however many
+        reads ask at once), or again once it was dropped.
+
+        Raises:
+            UnavailableError: it could not be opened (the door is then left alone).
+        """
+        address = str(door)
+        link = self._links.get(address)
+        if link is not None:
+            return link
+        opening = self._opening.get(address)
+        if opening is None:
+            opening = self._opening[address] = asyncio.ensure_future(self._open(door))
+            opening.add_done_callback(lambda _: self._opening.pop(address, None))
+        return await asyncio.shield(opening)  # (a cancelled read leaves it to the others)
+
+    async def _open(self, door: Door) -> Link:
+        link = Link(door, self.options, _ReadHome())
+        await link.open()
+        self._links[str(door)] = link
         return link
 
     def _shun(self, door: Door, now: float, error: BaseException) -> None:

@@ -198,7 +198,7 @@ class TenureBackend(SessionFactory):
         reads, staleness = self.standby_reads, self.max_staleness
         if reads is None or staleness is None:
             return await shard.call(command, resend=True)
-        return await reads.read(command, staleness)
+        return await reads.read(command, staleness, lambda: shard.call(command, resend=True))
 
     async def describe_node(self, name: str) -> NodeDescription:
         """Describe a node."""
