@@ -191,11 +191,11 @@ async def test_a_standby_checks_a_tokens_reads_as_the_leader_does(
 async def test_a_standby_stops_cleanly_with_a_read_waiting_to_be_answered(
     tmp_path: Path, etcd_member: EtcdCluster
 ) -> None:
-    extra = ("--stale-read-wait", "30")
+    extra = ("--stale-read-wait", "10")
     with TenureCluster(tmp_path / "c", etcd_member.endpoints, size=2, extra=extra) as c:
         standby = c.standbys()[0]
         client = await _connect(standby.port)
-        # An index the log will not reach: the read waits (up to 30 s) to answer.
+        # An index the log will not reach: the read waits (up to 10 s) to answer.
         waiting = client.send(ListNodes(), max_staleness=5.0, min_index=2**40)
         client.writer.write(client.codec.send(Ping(1)))
         assert standby.stop() == 0  # (SIGTERM: a graceful stop, bounded by the harness)

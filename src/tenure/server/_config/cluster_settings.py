@@ -100,7 +100,8 @@ CLUSTER_SETTINGS: Final = (
         "SECONDS",
         "cluster: how long a standby waits to confirm its state fresh enough for a read "
         "that allows some staleness (a client's max_staleness) before it answers "
-        "UNAVAILABLE and the client asks the leader, 0.01 to 60 (default: %(default)s)",
-        in_range(0.01, 60.0),
+        "UNAVAILABLE and the client asks the leader, 0.01 to 10: the connection's later "
+        "frames, its Pings too, wait for that answer (default: %(default)s)",
+        in_range(0.01, 10.0),
     ),
 )
