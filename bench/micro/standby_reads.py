@@ -20,6 +20,10 @@ share of reads the standbys answered (the rest the leader's). Compare within one
 run: the machine is noisy. The CPU of the three members is apart from this process's
 only when the machine has the cores for it; the figure is the service's throughput
 as one client process sees it.
+
+Internals: the tests' harness (tests.cluster, tests.etcd) to run the servers, and
+the remote backend's ``standby_reads.answered`` to count who answered each read; the
+reads themselves use the public API only (``tenure.connect``, ``max_staleness=``).
 """
 
 from __future__ import annotations

@@ -31,7 +31,7 @@ from tools.faults.db_targets import PostgresTarget, RedisTarget
 from tools.faults.etcd_target import EtcdTarget
 from tools.faults.harness import run_scenario
 from tools.faults.history import load
-from tools.faults.lin_harness import run_linearizable
+from tools.faults.lin_harness import MIN_OPERATIONS, run_linearizable
 from tools.faults.power import losses
 from tools.faults.scenarios import LINEARIZABLE, SCENARIOS, applies
 from tools.faults.target import NETNS, YDB, Target, TenureTarget
@@ -183,7 +183,7 @@ async def test_the_linearizable_scenario_checks_every_model(
     ydb = YDB in target.capabilities
     for model in MODELS:
         assert checked[model]["verdict"] == "linearizable", checked
-        assert checked[model]["checked_operations"] >= 100, checked
+        assert checked[model]["checked_operations"] >= MIN_OPERATIONS, checked
         assert (tmp_path / "lincheck" / f"{model}.jsonl").exists()
     if ydb:
         # Through YDB's face (tools/faults/lin_ydb.py): holds of its semaphores, reads

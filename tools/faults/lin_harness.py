@@ -10,8 +10,10 @@ where the target serves them: YDB's through one proxy its discovery advertises, 
 every worker's: :mod:`tools.faults.lin_ydb`); waits
 until every client has had an answer; lets the nemesis run (:mod:`tools.faults.lin_nemesis`)
 for the given time; heals everything and waits until every client has had an answer
-again (bounded by the liveness bound); stops everything it started (by PID, also
-when something failed) and checks:
+again (bounded by the liveness bound), and until each model's clients have had
+:data:`MIN_OPERATIONS` answers (bounded too: a busy machine does fewer in the same
+time, and a run of too few operations proves little); stops everything it started
+(by PID, also when something failed) and checks:
 
 * the suite's rules over its own history (the harness's, the nemesis's and the
   workers' notes: a restart that failed, a server that died, no leader, a client
@@ -36,7 +38,7 @@ from typing import Final, cast
 from tests.netproxy import NetProxy
 
 import tenure
-from tenure.testing.workload import NATIVE_SEMAPHORES, LinConfig, create_keys
+from tenure.testing.workload import MODELS, NATIVE_SEMAPHORES, LinConfig, create_keys
 from tools.faults.check_lin_workload import check_progress, check_workload
 from tools.faults.checker import check
 from tools.faults.harness import HARNESS, NODE, Outcome, create_node, heal, spawn, stop_workers
@@ -66,6 +68,11 @@ WATCHING_WORKERS: Final = 2
 PREFIX_WATCHING_WORKER: Final = 1
 #: Seconds between two pauses of the first worker's loop past the window.
 PAUSE_EVERY: Final = 8.0
+#: The answers each model's clients are let run to after the heal, at least (and
+#: what a run must have checked to count as evidence: tests/faults/test_scenarios.py).
+MIN_OPERATIONS: Final = 100
+#: The most seconds past the heal's own wait that a run waits for them.
+EVIDENCE_WAIT: Final = 60.0
 
 
 async def _create_keys(url: str) -> None:
@@ -82,6 +89,8 @@ class _Answers:
         self.lin_dir = lin_dir
         self._offsets: dict[Path, int] = {}
         self.last: dict[str, float] = {}
+        #: Answers (``ok`` or ``fail``) by model, from each file's name (``w3-register``).
+        self.answered: dict[str, int] = {}
 
     def refresh(self) -> None:
         for path in self.lin_dir.glob("w*-*.jsonl"):
@@ -91,12 +100,25 @@ class _Answers:
                 data = file.read()
             complete = data.rfind(b"\n") + 1
             self._offsets[path] = offset + complete
+            model = path.stem.partition("-")[2]
             for line in data[:complete].splitlines():
                 with contextlib.suppress(ValueError):
                     event = json.loads(line)
                     if event.get("type") in ("ok", "fail") and "/" not in event["process"]:
                         label = str(event["process"]).split(".")[0]
                         self.last[label] = max(self.last.get(label, 0.0), event["time"] / 1e9)
+                        self.answered[model] = self.answered.get(model, 0) + 1
+
+    async def wait_enough(self, models: list[str], count: int, until: float) -> bool:
+        """Wait (until ``until`` at most) for each of ``models`` to have had ``count``
+        answers; whether they all had."""
+        while True:
+            self.refresh()
+            if all(self.answered.get(model, 0) >= count for model in models):
+                return True
+            if now() >= until:
+                return False
+            await asyncio.sleep(0.2)
 
     async def wait(self, labels: list[str], since: float, until: float) -> bool:
         """Wait (until ``until`` at most) for every client of ``labels`` to have had an
@@ -187,6 +209,8 @@ async def run_linearizable(
         healed = now()
         rec.note(HARNESS, "heal", t=healed)
         await answers.wait(labels, since=healed, until=healed + bound + 5.0)
+        answering = [model for model in MODELS if answers.answered.get(model)]
+        await answers.wait_enough(answering, MIN_OPERATIONS, until=now() + EVIDENCE_WAIT)
     finally:
         stopped = now()
         rec.note(HARNESS, "stop")
