@@ -13,11 +13,13 @@ etcd test does; so do the Redis and PostgreSQL runs.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tenure.testing import lincheck
 from tenure.testing.workload import CLAIM, MODELS
 from tests.etcd.fixtures import require_etcd
 from tests.faults.conftest import require_netns, require_tools
@@ -31,10 +33,10 @@ from tools.faults.db_targets import PostgresTarget, RedisTarget
 from tools.faults.etcd_target import EtcdTarget
 from tools.faults.harness import run_scenario
 from tools.faults.history import load
-from tools.faults.lin_harness import MIN_OPERATIONS, run_linearizable
+from tools.faults.lin_harness import MAX_STALENESS, MIN_OPERATIONS, run_linearizable
 from tools.faults.power import losses
 from tools.faults.scenarios import LINEARIZABLE, SCENARIOS, applies
-from tools.faults.target import NETNS, YDB, Target, TenureTarget
+from tools.faults.target import NETNS, REPLICATED, YDB, Target, TenureTarget
 from tools.faults.tokens import QUOTAS, WITH_QUOTAS
 
 #: Generous: the faults, the heal phase (bounded by the liveness bound) and the stop.
@@ -205,6 +207,63 @@ async def test_the_linearizable_scenario_checks_every_model(
         # leader cut from etcd, clients from the leader, the leader from everything.
         for fault in lin_cuts.FIRST:
             assert verdict.stats["faults"].get(fault, 0) > 0, verdict.stats
+    if REPLICATED in target.capabilities:
+        # Stale reads of the registers, answered by the standbys (each names its door),
+        # checked by the register model with the rest; and the same history with a
+        # stale read planted that no standby may give is refused.
+        stale = checked["stale_reads"]
+        assert stale["max_staleness"] == MAX_STALENESS, stale
+        assert stale["standbys"] >= MIN_OPERATIONS, stale
+        for anomaly, verdict_of in _planted_stale_reads(tmp_path / "lincheck").items():
+            assert verdict_of == lincheck.NOT_LINEARIZABLE, anomaly
+
+
+def _planted_stale_reads(lincheck_dir: Path) -> dict[str, str]:
+    """The verdict on a run's register history (one key's) with one stale read planted,
+    for each anomaly: after the key's first write answered ``ok`` to a client that
+    reads stale (whose operations name its session), the register never holds its
+    first value (``0``: no write makes it again) however stale the read, so a read of
+    ``0`` is refused when its staleness does not reach back before that write, when
+    it is the writer's own (it reads its writes), and when it follows the writer's own
+    stale read of another value (monotonic reads). Planted right after those, so the
+    search refutes it among the history's first operations."""
+    lines = (lincheck_dir / "register.jsonl").read_text().splitlines()
+    header, events = json.loads(lines[0]), [json.loads(line) for line in lines[1:]]
+    opened: dict[str, dict[str, Any]] = {}
+    answers: list[tuple[dict[str, Any], dict[str, Any]]] = []  # (invoke, ok)
+    for event in events:
+        if event["type"] == "invoke":
+            opened[event["process"]] = event
+        elif event["type"] == "ok" and event["process"] in opened:
+            answers.append((opened.pop(event["process"]), event))
+    write, done = next((i, e) for i, e in answers if i["f"] == "write" and "session" in i)
+    key, session = write["key"], write["session"]
+    seen = next(
+        e
+        for i, e in answers
+        if "max_staleness" in i
+        and (i["key"], i["session"]) == (key, session)
+        and e["time"] > done["time"]
+        and e["value"] != 0
+        and e["answered_by"] not in ("leader", "unknown")
+    )
+    week = 7 * 24 * 3600.0  # back to before the run
+    plants = {
+        "older than its staleness": (done["time"] + 2 * 10**9, MAX_STALENESS, "planted"),
+        "older than its client's own write": (done["time"] + 1, week, session),
+        "older than its client's own read": (seen["time"] + 1, week, session),
+    }
+    of_key = [event for event in events if event.get("key") == key]
+    verdicts = {}
+    for anomaly, (at, staleness, whose) in plants.items():
+        base = {"process": "planted", "f": "read", "key": key}
+        invoke = {**base, "type": "invoke", "value": None, "time": at}
+        invoke.update(max_staleness=staleness, session=whose)
+        answer = {**base, "type": "ok", "value": 0, "time": at + 1}
+        planted = sorted([*of_key, invoke, answer], key=lambda e: int(e["time"]))
+        history = lincheck.from_events(enumerate([header, *planted], start=1))
+        verdicts[anomaly] = lincheck.check(history, "register", timeout=60).verdict
+    return verdicts
 
 
 def _tenant_evidence(tenant: dict[str, Any]) -> None:

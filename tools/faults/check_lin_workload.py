@@ -11,6 +11,11 @@ The workers of the scenario record their operations in lincheck's format themsel
    ``linearizable:<model>``, its numbers, and the merged history written to the
    run's ``lincheck/`` directory with its witness.
 
+The registers' stale reads (on a cluster: reads its standbys answer, each with the
+staleness it allows and the session it must not go back before, lincheck's stale
+reads) are checked with them, by the same rule; their numbers are ``stale_reads``
+(:func:`stale_reads`: how many were answered, and how many by a standby).
+
 And the claims (``w*-claim.jsonl``), held to the store's promises with time in them by
 :func:`tenure.testing.workload.check_claims`: ``claims:exclusive``, ``claims:token``,
 ``claims:refused`` (the suite's clocks do not jump: no jump is allowed for).
@@ -74,6 +79,9 @@ def check_workload(
         violations += broken
         if model == "register":
             registers = result
+            stale = stale_reads(found)
+            if stale["reads"]:
+                stats["stale_reads"] = stale
     if any(ydb.values()):
         stats["ydb"] = {"operations": sum(ydb.values()), **{m: n for m, n in ydb.items() if n}}
     claims = read_events(sorted(lin_dir.glob(f"w*-{CLAIM}.jsonl")))
@@ -85,6 +93,19 @@ def check_workload(
     records = watch_records(sorted(lin_dir.glob("watch-*.jsonl")))
     watched, stats["watch"] = check_watchers(records, registers)
     return violations + watched, stats
+
+
+def stale_reads(events: list[dict[str, Any]]) -> dict[str, Any]:
+    """The stale reads among a model's ``events``: how many were answered (``reads``),
+    how many of those by a standby (``standbys``; the rest by the leader, no standby
+    able to), and the most staleness any allowed (``max_staleness``)."""
+    answers = [e.get("answered_by") for e in events if e["type"] == "ok" and "answered_by" in e]
+    allowed = [e["max_staleness"] for e in events if e.get("max_staleness") is not None]
+    return {
+        "reads": len(answers),
+        "standbys": sum(1 for door in answers if door not in ("leader", "unknown")),
+        "max_staleness": max(allowed, default=None),
+    }
 
 
 def check_watchers(

@@ -5,13 +5,16 @@ persistent semaphore of data ``0``), gives every worker a fault proxy per addres
 the target (where it runs in network namespaces, a namespace of its own instead:
 :func:`tools.faults.lin_cuts.worker_path`) and starts the workers
 (:mod:`tools.faults.lin_worker`: clients through every door, some watching, one
-worker pausing now and then past the window; through dflockd's and YDB's faces too,
+worker pausing now and then past the window; on a cluster, the clients of every door
+reading the registers from its standbys too, :data:`MAX_STALENESS` stale at most;
+through dflockd's and YDB's faces too,
 where the target serves them: YDB's through one proxy its discovery advertises, tied to
 every worker's: :mod:`tools.faults.lin_ydb`); waits
 until every client has had an answer; lets the nemesis run (:mod:`tools.faults.lin_nemesis`)
 for the given time; heals everything and waits until every client has had an answer
 again (bounded by the liveness bound), and until each model's clients have had
-:data:`MIN_OPERATIONS` answers (bounded too: a busy machine does fewer in the same
+:data:`MIN_OPERATIONS` answers, and on a cluster its standbys as many stale reads
+(:data:`STANDBY_READS`; bounded too: a busy machine does fewer in the same
 time, and a run of too few operations proves little); stops everything it started
 (by PID, also when something failed) and checks:
 
@@ -48,7 +51,7 @@ from tools.faults.nemesis import Stage, sleep_until
 from tools.faults.observer import Observer
 from tools.faults.proxies import ProxyGroup
 from tools.faults.scenarios import NEMESES, Scenario, liveness_bound
-from tools.faults.target import DFLOCKD, YDB, Target, TenureTarget
+from tools.faults.target import DFLOCKD, REPLICATED, YDB, Target, TenureTarget
 
 #: The keys of each model.
 REGISTERS: Final = [f"reg-{n}" for n in range(3)]
@@ -73,6 +76,12 @@ PAUSE_EVERY: Final = 8.0
 MIN_OPERATIONS: Final = 100
 #: The most seconds past the heal's own wait that a run waits for them.
 EVIDENCE_WAIT: Final = 60.0
+#: On a cluster (``replicated``), the staleness the stale reads of the registers allow
+#: (:meth:`~tenure.testing.workload.LinConfig.reads_standbys`), in seconds.
+MAX_STALENESS: Final = 0.5
+#: What :class:`_Answers` counts the stale reads a standby answered under (each names
+#: the door that answered: its ``answered_by``; ``leader`` when none could).
+STANDBY_READS: Final = "standby-reads"
 
 
 async def _create_keys(url: str) -> None:
@@ -108,6 +117,8 @@ class _Answers:
                         label = str(event["process"]).split(".")[0]
                         self.last[label] = max(self.last.get(label, 0.0), event["time"] / 1e9)
                         self.answered[model] = self.answered.get(model, 0) + 1
+                        if event.get("answered_by") not in (None, "leader", "unknown"):
+                            self.answered[STANDBY_READS] = self.answered.get(STANDBY_READS, 0) + 1
 
     async def wait_enough(self, models: list[str], count: int, until: float) -> bool:
         """Wait (until ``until`` at most) for each of ``models`` to have had ``count``
@@ -180,6 +191,7 @@ async def run_linearizable(
                 hold=scenario.hold, pause_every=PAUSE_EVERY if index == 0 else 0.0,
                 watchers=1 if index < WATCHING_WORKERS else 0,
                 prefix_watchers=1 if index == PREFIX_WATCHING_WORKER else 0,
+                max_staleness=MAX_STALENESS if REPLICATED in target.capabilities else None,
             )  # fmt: skip
             if DFLOCKD in target.capabilities:
                 config.dflockd = [f"{host}:{port}" for host, port in way.addresses]
@@ -210,6 +222,8 @@ async def run_linearizable(
         rec.note(HARNESS, "heal", t=healed)
         await answers.wait(labels, since=healed, until=healed + bound + 5.0)
         answering = [model for model in MODELS if answers.answered.get(model)]
+        if REPLICATED in target.capabilities:
+            answering.append(STANDBY_READS)
         await answers.wait_enough(answering, MIN_OPERATIONS, until=now() + EVIDENCE_WAIT)
     finally:
         stopped = now()

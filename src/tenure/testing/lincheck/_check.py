@@ -27,6 +27,7 @@ from tenure.testing.lincheck._search import (
     KeyResult,
     search,
 )
+from tenure.testing.lincheck._stale import earliest, time_unit
 
 #: The default bounds (the command line's ``--timeout`` and ``--memory``).
 DEFAULT_TIMEOUT: Final = 60.0
@@ -48,6 +49,8 @@ class CheckResult:
     by_key: dict[str | None, list[Operation]] = field(default_factory=dict)
     #: The bounds it was checked within: seconds, MiB (0: none).
     bounds: tuple[float, float] = (DEFAULT_TIMEOUT, DEFAULT_MEMORY_MB)
+    #: Each stale read's earliest instant, by its index (:func:`~._stale.earliest`).
+    earliest: dict[int, float] = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:
@@ -143,11 +146,13 @@ def check(
     cache; past either the verdict is ``unknown``.
 
     ``header`` adds to (and overrides) the history's header: ``{"limit": 3}`` for a
-    semaphore, ``{"initial": v}`` for a register's first value.
+    semaphore, ``{"initial": v}`` for a register's first value, ``{"time_unit": 1}``
+    for times in seconds (a stale read's ``max_staleness`` is; nanoseconds otherwise).
 
     Raises:
         HistoryError: an operation the model does not know, or malformed for it
-            (naming its line); a header the model cannot start from.
+            (naming its line), a stale read of an operation the model reads no stale;
+            a header the model cannot start from.
     """
     started = time.monotonic()
     chosen = MODELS[model] if isinstance(model, str) else model
@@ -166,7 +171,14 @@ def check(
         why = chosen.validate(op)
         if why is not None:
             raise HistoryError(f"line {op.line}: {why}")
+        if op.max_staleness is not None and op.f not in chosen.stale_reads:
+            reads = ", ".join(sorted(chosen.stale_reads)) or "none"
+            raise HistoryError(
+                f"line {op.line}: model {chosen.name} has no stale {op.f!r} (its stale "
+                f"reads: {reads})"
+            )
         by_key.setdefault(op.key, []).append(op)
+    stale = earliest(operations, time_unit(facts))
     initial: dict[str | None, Any] = {}
     for key in by_key:
         try:
@@ -177,7 +189,7 @@ def check(
     budget = memory_mb * 2**20 if memory_mb > 0 else math.inf
     results: list[KeyResult] = []
     for key in sorted(by_key, key=lambda k: len(by_key[k])):
-        found = search(chosen, key, by_key[key], initial[key], deadline, budget)
+        found = search(chosen, key, by_key[key], initial[key], deadline, budget, earliest=stale)
         results.append(found)
         if found.verdict == NOT_LINEARIZABLE:
             break
@@ -194,6 +206,7 @@ def check(
         facts,
         by_key,
         (timeout, memory_mb),
+        stale,
     )
 
 

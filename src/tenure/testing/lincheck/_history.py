@@ -16,6 +16,11 @@ result. ``info`` (or an invoke never completed, or one whose process invokes aga
 means the outcome is unknown: the operation may take effect at any point after its
 call, or never. A line with no ``type`` before the first event is the *header*, a
 set of facts about the history (``{"limit": 3}``: a semaphore's limit).
+
+A read may be *stale* (:mod:`tenure.testing.lincheck._stale`): its invoke's
+``max_staleness`` (seconds, at least 0; the history timed) lets it take effect that
+long before its call, and its ``session`` (a number or a string; absent: its process)
+names whose operations it must not go back before.
 """
 
 from __future__ import annotations
@@ -91,7 +96,8 @@ class Operation:
 
     ``input`` is the invoke's value, ``output`` the completion's (``None`` unless ``ok``
     or ``fail`` said one); ``line`` is the invoke's line, ``index`` its place in the
-    history (what a witness names it by).
+    history (what a witness names it by). A stale read has ``max_staleness`` (seconds);
+    ``session`` is whose order a stale read keeps (None: its process's).
     """
 
     index: int
@@ -104,10 +110,15 @@ class Operation:
     call: float
     ret: float
     line: int
+    max_staleness: float | None = None
+    session: int | str | None = None
 
     def describe(self) -> str:
-        """The operation in one line, e.g. ``p3 cas('k1', [1, 2]) -> ok``."""
+        """The operation in one line, e.g. ``p3 cas('k1', [1, 2]) -> ok`` (a stale read:
+        ``p3 read(max_staleness=0.5) -> ok 7``)."""
         shown = "" if self.input is None else json.dumps(self.input)
+        if self.max_staleness is not None:
+            shown += f"{', ' if shown else ''}max_staleness={self.max_staleness:g}"
         result = self.outcome
         if self.outcome == OK and self.output is not None and self.output != self.input:
             result = f"ok {json.dumps(self.output)}"
@@ -141,6 +152,8 @@ class _Open:
     key: str | None
     value: Any
     time: float
+    max_staleness: float | None = None
+    session: int | str | None = None
 
 
 def read_jsonl(lines: Iterable[str], source: str = "<history>") -> History:
@@ -222,7 +235,8 @@ class _Builder:
             previous = self.open.pop(process, None)
             if previous is not None:  # invoked again: the first one's outcome is unknown
                 self.done.append((previous, INFO, None, math.inf))
-            self.open[process] = _Open(number, process, f, key_text, value, time)
+            stale, session = self._stale(number, event)
+            self.open[process] = _Open(number, process, f, key_text, value, time, stale, session)
             return
         opened = self.open.pop(process, None)
         if opened is None:
@@ -249,6 +263,25 @@ class _Builder:
         else:
             self.done.append((opened, kind, value, time))
 
+    def _stale(self, number: int, event: Mapping[str, Any]) -> tuple[float | None, Any]:
+        """An invoke's ``max_staleness`` and ``session`` (module docstring), checked."""
+        where = f"{self.source}:{number}"
+        stale, session = event.get("max_staleness"), event.get("session")
+        if isinstance(session, bool) or not isinstance(session, int | str | None):
+            raise HistoryError(f"{where}: 'session' is a number or a string")
+        if stale is None:
+            return None, session
+        if (
+            isinstance(stale, bool)
+            or not isinstance(stale, int | float)
+            or not math.isfinite(stale)
+            or stale < 0
+        ):
+            raise HistoryError(f"{where}: 'max_staleness' is a number of seconds, at least 0")
+        if not self.timed:  # (seconds mean nothing where the lines' order is the time)
+            raise HistoryError(f"{where}: a read with 'max_staleness' needs 'time' on the events")
+        return float(stale), session
+
     def finish(self) -> list[Operation]:
         for opened in self.open.values():
             self.done.append((opened, INFO, None, math.inf))
@@ -266,6 +299,8 @@ class _Builder:
                 opened.time,
                 ret,
                 opened.line,
+                opened.max_staleness,
+                opened.session,
             )
             for index, (opened, outcome, output, ret) in enumerate(self.done)
         ]

@@ -46,7 +46,10 @@ class Model:
     of them (called before ``prepare``); ``show`` writes a state for people;
     ``observe`` makes the value a watch saw comparable with a state (None: nothing of
     the model can be watched); ``bound_returns`` (optional) says by when each operation
-    must have taken effect, where that is earlier than its return.
+    must have taken effect, where that is earlier than its return; ``stale_reads`` are
+    the ``f`` a history may give ``max_staleness`` (reads whose step changes nothing:
+    the search, not the model, says where a stale one may take effect,
+    :mod:`tenure.testing.lincheck._stale`).
     """
 
     name: str
@@ -59,6 +62,7 @@ class Model:
     show: Callable[[State], str] = repr
     observe: Callable[[Any], State] | None = None
     bound_returns: BoundReturns | None = None
+    stale_reads: frozenset[str] = frozenset()
 
 
 def is_int(value: object) -> bool:

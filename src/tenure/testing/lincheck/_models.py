@@ -124,6 +124,7 @@ REGISTER: Final = Model(
     _register_validate,
     observe=freeze,
     bound_returns=_register_bound_returns,
+    stale_reads=frozenset({"read"}),
 )
 
 
@@ -162,6 +163,7 @@ KV: Final = Model(
     _kv_step,
     lambda op: None,
     observe=lambda value: value or "",
+    stale_reads=frozenset({"get"}),
 )
 
 
@@ -215,6 +217,7 @@ COUNTER: Final = Model(
     _counter_step,
     _counter_validate,
     observe=lambda value: value,
+    stale_reads=frozenset({"read"}),
 )
 
 #: Every model by name (``--model NAME``).

@@ -10,6 +10,12 @@ next operation instead. Lowe's cache makes it polynomial in practice: a set of
 operations taken that reaches a set of states already reached that way is not
 searched twice (each key a pair (the taken set as an integer's bits, the states)).
 
+A stale read (:mod:`tenure.testing.lincheck._stale`) enters the list at its earliest
+instant, before its call, and is taken only once the operations of its session that
+precede it are (the same test as a watcher's items and twins: each operation's bits
+of those it must follow, ``waits_for``); taking any operation starts the walk again
+from the head, so a read held back is tried again as soon as they are.
+
 The search is bounded: past ``deadline`` (a :func:`time.monotonic` instant) or past
 ``max_bytes`` of cache, it stops and answers *unknown*, never *linearizable*.
 """
@@ -24,6 +30,7 @@ from typing import Any, Final
 
 from tenure.testing.lincheck._history import Operation
 from tenure.testing.lincheck._model import INERT, WATCH, Model, State, watch_step
+from tenure.testing.lincheck._stale import calls, session_waits
 
 #: Outcomes of one key's search.
 LINEARIZABLE: Final = "linearizable"
@@ -79,6 +86,7 @@ def search(
     deadline: float = math.inf,
     max_bytes: float = math.inf,
     after: Mapping[int, Sequence[int]] | None = None,
+    earliest: Mapping[int, float] | None = None,
 ) -> KeyResult:
     """Whether ``operations`` (one key's) have a linearization from ``initial`` (module
     docstring); the verdict and its witness.
@@ -86,10 +94,13 @@ def search(
     ``after`` orders some operations beyond real time: operation i (an index into
     ``operations``) is taken only after every one of ``after[i]`` (a watcher's
     items, in the order it saw them). A ``watch`` operation is a read of the value it
-    saw (its ``output``), through the model's ``observe``.
+    saw (its ``output``), through the model's ``observe``. ``earliest``: each stale
+    read's earliest instant, by its ``index`` (:func:`~._stale.earliest` of the whole
+    history; None: of ``operations`` alone, their time in nanoseconds).
     """
     started = time.monotonic()
     checked = len(operations)
+    entered_all = calls(operations, earliest)
     # An inert operation (legal anywhere, changing nothing) could go anywhere in its
     # interval: the search leaves it out, and with it every choice of where it goes.
     prepared_all = [
@@ -99,11 +110,14 @@ def search(
     place = {old: new for new, old in enumerate(kept)}
     operations = [operations[i] for i in kept]
     prepared = [prepared_all[i] for i in kept]
+    entered = [entered_all[i] for i in kept]
     count = len(operations)
     returns = [op.ret for op in operations]
     if model.bound_returns is not None:
         returns = model.bound_returns(operations, prepared, initial)
     waits_for = _symmetry(operations, prepared, returns)
+    for i, session in enumerate(session_waits(operations, entered)):
+        waits_for[i] |= session
     for first, befores in (after or {}).items():
         if first in place:
             for before in befores:
@@ -111,7 +125,7 @@ def search(
                     waits_for[place[first]] |= 1 << place[before]
     # The list: node 0 is the head; node 2i+1 is operation i's call, 2i+2 its return.
     order = sorted(
-        [(op.call, 0, i) for i, op in enumerate(operations)]
+        [(call, 0, i) for i, call in enumerate(entered)]
         + [(ret, 1, i) for i, ret in enumerate(returns)]
     )
     size = 2 * count + 1
@@ -157,7 +171,8 @@ def search(
         if node & 1:  # a call: try to take its operation now
             i = node >> 1
             if taken & waits_for[i] != waits_for[i]:
-                node = following[node]  # what must go first has not (a twin, a watch)
+                # what must go first has not (a twin, a watch, a stale read's session)
+                node = following[node]
                 continue
             legal, after = step(state, prepared[i])
             if legal:

@@ -152,6 +152,7 @@ def check_watches(result: CheckResult, records: Iterable[WatchRecord]) -> WatchC
             deadline,
             budget,
             after,
+            result.earliest,
         )
         if found.verdict == UNKNOWN:
             check.unknown.append(f"watchers of key {key!r}: unknown ({found.reason})")

@@ -15,9 +15,9 @@ import heapq
 import json
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, Final
 
 from tenure.testing.lincheck._history import (
     FAIL,
@@ -37,7 +37,10 @@ class HistoryWriter:
 
     ``header`` (a semaphore's ``limit``...) is written first when the file is new.
     ``clock`` gives each event's ``time`` (integer nanoseconds), unless the event is
-    given one (``time=``: something learnt later, e.g. when a loss began).
+    given one (``time=``: something learnt later, e.g. when a loss began). ``fields=``
+    adds fields of an event's own (a stale read's ``max_staleness`` and ``session`` on
+    its invoke; what a reader of the file wants to know: lincheck reads no others),
+    never the format's.
     """
 
     def __init__(
@@ -68,9 +71,10 @@ class HistoryWriter:
         key: str | None = None,
         *,
         time: int | None = None,
+        fields: Mapping[str, Any] | None = None,
     ) -> None:
         """``process`` calls ``f`` with ``value`` (on ``key``). ``time``: when, if not now."""
-        self._event(INVOKE, process, f, value, key, time)
+        self._event(INVOKE, process, f, value, key, time, fields)
 
     def ok(
         self,
@@ -80,9 +84,10 @@ class HistoryWriter:
         key: str | None = None,
         *,
         time: int | None = None,
+        fields: Mapping[str, Any] | None = None,
     ) -> None:
         """``process``'s ``f`` returned ``value``. ``time``: when, if not now."""
-        self._event(OK, process, f, value, key, time)
+        self._event(OK, process, f, value, key, time, fields)
 
     def fail(
         self,
@@ -92,10 +97,11 @@ class HistoryWriter:
         key: str | None = None,
         *,
         time: int | None = None,
+        fields: Mapping[str, Any] | None = None,
     ) -> None:
         """``process``'s ``f`` certainly did not take effect (a cas that did not swap).
         ``time``: when, if not now."""
-        self._event(FAIL, process, f, value, key, time)
+        self._event(FAIL, process, f, value, key, time, fields)
 
     def info(
         self,
@@ -105,10 +111,11 @@ class HistoryWriter:
         key: str | None = None,
         *,
         time: int | None = None,
+        fields: Mapping[str, Any] | None = None,
     ) -> None:
         """``process``'s ``f`` ended without telling whether it took effect. ``time``:
         when, if not now."""
-        self._event(INFO, process, f, value, key, time)
+        self._event(INFO, process, f, value, key, time, fields)
 
     def close(self) -> None:
         """Close the file (idempotent); later events are dropped."""
@@ -116,18 +123,32 @@ class HistoryWriter:
             self._file.close()
 
     def _event(
-        self, kind: str, process: int | str, f: str, value: Any, key: str | None, at: int | None
+        self,
+        kind: str,
+        process: int | str,
+        f: str,
+        value: Any,
+        key: str | None,
+        at: int | None,
+        fields: Mapping[str, Any] | None,
     ) -> None:
         event: dict[str, Any] = {"process": process, "type": kind, "f": f}
         if key is not None:
             event["key"] = key
         event["value"] = value
+        if fields:
+            if _OWN.intersection(fields):
+                raise ValueError(f"fields {sorted(_OWN.intersection(fields))} are the format's")
+            event.update(fields)
         with self._lock:
             if self._file.closed:
                 return
             event["time"] = self._clock() if at is None else at
             self._file.write(_COMPACT.encode(event) + "\n")
 
+
+#: The fields every event has, which ``fields=`` may not give.
+_OWN: Final = frozenset({"process", "type", "f", "key", "value", "time"})
 
 #: ``json.dumps(..., separators=(",", ":"))``'s encoder, made once (``dumps`` makes one a
 #: call when given separators: a simulated run writes tens of thousands of events).

@@ -33,6 +33,7 @@ from tenure.testing.workload._claims import RATE_SLACK, check_claims
 from tenure.testing.workload._client import (
     KEYS_OF,
     MAX_MEMBERS,
+    STALE_READ,
     STEPS,
     LinClient,
     Resume,
@@ -69,6 +70,7 @@ __all__ = [
     "OFFER_WAIT",
     "RETRIES",
     "SEMAPHORES",
+    "STALE_READ",
     "STEPS",
     "YDB_MARK",
     "Books",

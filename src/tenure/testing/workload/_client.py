@@ -11,7 +11,10 @@ A client (its own connection through its door, its own session, process label
   ``describe()`` (``read``), ``update(v)`` (``write``: ``v`` unique to this client
   and step) or ``compare_and_set(last read, v)`` (``cas``: ``ok`` if it swapped,
   ``fail`` if not; a swap is read back at once: a swap answered but lost shows then,
-  not only when the register's next operation happens to be a read, not a write);
+  not only when the register's next operation happens to be a read, not a write); a
+  client of several doors given :attr:`~LinConfig.max_staleness` also reads it stale
+  (``read`` with lincheck's ``max_staleness``: a cluster's standby answers,
+  :meth:`LinClient.stale_read_register`), its register operations naming its session;
 * a **counter** (``session.counter(name)``): ``add(d)`` (``add``: ``ok`` with the new
   total) or ``get()`` (``read``);
 * a **mutex** with expiry (the session's recovery window is short): ``lock()``
@@ -73,6 +76,8 @@ from dataclasses import dataclass
 from typing import Final
 
 import tenure
+from tenure._core.commands import DescribeResult, DescribeSemaphore
+from tenure.backends.remote import TenureBackend
 from tenure.errors import AlreadyExistsError, LimitExceededError, NotFoundError, TenureError
 from tenure.testing.workload._books import Books
 from tenure.testing.workload._claim_steps import ClaimSteps
@@ -82,6 +87,10 @@ from tenure.testing.workload._recording import Notes, Pauses, SessionGoneError
 
 #: Members a group may have (more than the clients that join it).
 MAX_MEMBERS: Final = 64
+#: The step of a stale read, drawn only by a client that reads from standbys
+#: (:meth:`LinConfig.reads_standbys`): few clients do (a fault run's clients of every
+#: door), so its weight is high enough that they make a run's evidence of them soon.
+STALE_READ: Final = "stale-read-register"
 
 
 @dataclass(frozen=True)
@@ -118,7 +127,8 @@ class LinClient(HoldSteps, ClaimSteps):
         self.steps = {
             name: step
             for name, step in (STEPS if steps is None else steps).items()
-            if KEYS_OF.get(name) is None or getattr(config, KEYS_OF[name])
+            if (KEYS_OF.get(name) is None or getattr(config, KEYS_OF[name]))
+            and (name != STALE_READ or self.reads_stale)
         }
 
     async def run(self, stop: asyncio.Event) -> None:
@@ -226,7 +236,10 @@ class LinClient(HoldSteps, ClaimSteps):
                 return None
             return int(found.data.decode())
 
-        value = await self._call("register", "read", key, None, describe, lambda v: (True, v))
+        value = await self._call(
+            "register", "read", key, None, describe, lambda v: (True, v),
+            fields=self.register_fields,
+        )  # fmt: skip
         if value is not None:
             self.last_read[key] = value
 
@@ -237,7 +250,10 @@ class LinClient(HoldSteps, ClaimSteps):
         async def update() -> None:
             await session.semaphore(key).update(str(value).encode())
 
-        await self._call("register", "write", key, value, update, lambda _: (True, value))
+        await self._call(
+            "register", "write", key, value, update, lambda _: (True, value),
+            fields=self.register_fields,
+        )  # fmt: skip
 
     async def swap_register(self, session: tenure.Session) -> None:
         """``compare_and_set(last read, v)``: a ``cas``, ``ok`` if it swapped."""
@@ -250,8 +266,60 @@ class LinClient(HoldSteps, ClaimSteps):
             )
 
         pair = [expected, new]
-        if await self._call("register", "cas", key, pair, swap, lambda done: (done, pair)):
+        swapped = await self._call(
+            "register", "cas", key, pair, swap, lambda done: (done, pair),
+            fields=self.register_fields,
+        )  # fmt: skip
+        if swapped:
             await self.read_register(session, key)  # (module docstring: read back)
+
+    async def stale_read_register(self, session: tenure.Session) -> None:
+        """A ``read`` of a register that allows :attr:`LinConfig.max_staleness` seconds
+        of staleness, which a standby answers (the client's reads from standbys,
+        tenure.backends._standby_reads: each of its doors that does not lead in turn,
+        the leader if none can), recorded with lincheck's ``max_staleness`` and
+        ``session`` and, on its answer, ``answered_by``: the door that answered, or
+        ``leader``.
+
+        No public read that allows staleness returns a semaphore's data (the listings
+        show a semaphore's counts, not its data), so the client's own path is taken
+        under them: the session's describe (a read a standby answers), sent through the
+        client's reads from standbys as the remote backend sends every read that
+        allows staleness; the leader's answer, if no standby gives one, is the
+        session's ``describe()``."""
+        key, staleness = self.rng.choice(self.config.registers), self.config.max_staleness
+        backend = None if self.client is None else self.client.backend
+        assert staleness is not None
+        assert isinstance(backend, TenureBackend)
+        reads = backend.standby_reads
+        assert reads is not None  # (a client of several doors: LinConfig.reads_standbys)
+        answered: dict[str, int] = {}
+
+        async def leader() -> DescribeResult:
+            return DescribeResult(await session.semaphore(key).describe())
+
+        async def describe() -> int | None:
+            answered.clear()
+            answered.update(reads.answered)
+            try:
+                found = await reads.read(DescribeSemaphore(session.id, key), staleness, leader)
+            except NotFoundError:
+                return None
+            return int(found.description.data.decode())
+
+        def who() -> dict[str, str]:
+            doors = [door for door, n in reads.answered.items() if n > answered.get(door, 0)]
+            if not doors:
+                return {"answered_by": "unknown"}
+            return {"answered_by": doors[0] or "leader"}  # ("": the leader's count)
+
+        fields = {"max_staleness": staleness, **(self.register_fields or {})}
+        value = await self._call(
+            "register", "read", key, None, describe, lambda v: (True, v),
+            fields=fields, answered=who,
+        )  # fmt: skip
+        if value is not None:
+            self.last_read[key] = value
 
     # -- counters ---------------------------------------------------------------------
 
@@ -326,6 +394,7 @@ STEPS: Final[dict[str, tuple[Step, int]]] = {
     "read-register": (LinClient.read_register, 3),
     "write-register": (LinClient.write_register, 2),
     "swap-register": (LinClient.swap_register, 2),
+    STALE_READ: (LinClient.stale_read_register, 12),
     "add-counter": (LinClient.add_counter, 2),
     "read-counter": (LinClient.read_counter, 2),
     "hold-mutex": (LinClient.hold_mutex, 2),
@@ -346,6 +415,7 @@ KEYS_OF: Final[dict[str, str]] = {
     "read-register": "registers",
     "write-register": "registers",
     "swap-register": "registers",
+    STALE_READ: "registers",
     "add-counter": "counters",
     "read-counter": "counters",
     "hold-mutex": "mutexes",

@@ -6,7 +6,9 @@ target (a cluster's member: its reads and writes go there first, and follow the
 leader it names from there), or every address at once. :attr:`LinConfig.doors` lists
 the URLs, each single door and then all of them; client ``n`` of worker ``i`` takes
 the ``(i * clients + n)``-th, round the list, so every door has clients and some
-have every door.
+have every door. Given :attr:`LinConfig.max_staleness`, a client of every door also
+reads the registers stale (:meth:`LinConfig.reads_standbys`): a cluster's standbys
+answer those.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Final
+from urllib.parse import urlsplit
 
 from tenure.errors import AlreadyExistsError
 from tenure.testing.workload._books import SEMAPHORES
@@ -99,6 +102,10 @@ class LinConfig:
     #: The YDB face's endpoint (``grpc://host:port``, where discovery begins; empty: no
     #: YDB visits; the fault suite's ``tools/faults/lin_ydb.py``).
     ydb: str = ""
+    #: Seconds of staleness the stale reads of the registers allow (None: no stale
+    #: reads): made by the clients of several doors (:meth:`reads_standbys`), whose
+    #: reads a cluster's standbys answer (the ``stale-read-register`` step).
+    max_staleness: float | None = None
     extra: dict[str, str] = field(default_factory=dict)
 
     def labels(self) -> list[str]:
@@ -108,6 +115,12 @@ class LinConfig:
     def door_of(self, number: int) -> str:
         """The URL client ``number`` connects through (module docstring)."""
         return self.doors[(self.index * self.clients + number) % len(self.doors)]
+
+    def reads_standbys(self, number: int) -> bool:
+        """Whether client ``number`` reads the registers stale: :attr:`max_staleness` is
+        given and its door lists several addresses (a client of one door sends every
+        read to the leader, whichever member that door is)."""
+        return self.max_staleness is not None and "," in urlsplit(self.door_of(number)).netloc
 
     def dflockd_door_of(self, number: int) -> tuple[str, int]:
         """Where client ``number`` speaks dflockd's protocol (as :meth:`door_of` picks)."""

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import random
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Final, Protocol, TypeVar
 
 import tenure
@@ -84,6 +84,11 @@ class LinRecorder:
         self.ops = 0
         self._values = 0
         self.last_read: dict[str, int] = {}
+        #: Whether it reads the registers stale (:meth:`LinConfig.reads_standbys`); if
+        #: so its register operations name its session (the client), whose order a
+        #: stale read keeps across its process ids (lincheck's ``session``).
+        self.reads_stale = config.reads_standbys(number)
+        self.register_fields = {"session": self.label} if self.reads_stale else None
         self.members: dict[str, tenure.GroupMember] = {}
         #: The grants recorded ``ok``, as (name, token): a session taken back holds
         #: these, or others its client never heard of.
@@ -99,14 +104,19 @@ class LinRecorder:
         value: Any,
         action: Callable[[], Awaitable[T]],
         judge: Callable[[T], tuple[bool, Any]],
+        *,
+        fields: Mapping[str, Any] | None = None,
+        answered: Callable[[], Mapping[str, Any]] | None = None,
     ) -> T | None:
         """Invoke ``f``, run ``action`` (bounded), record its ``ok``/``fail`` by ``judge``
         (whether it succeeded, the value to record); a lost answer is ``info`` and the
-        same request again as a new process (module docstring); None if none answered."""
+        same request again as a new process (module docstring); None if none answered.
+        ``fields``: more fields of each invoke (a stale read's staleness, the client's
+        session); ``answered``: more of an answer's, asked once it came (who answered)."""
         writer = self.books.writer(model)
         for _ in range(RETRIES + 1):
             process = self.procs.current
-            writer.invoke(process, f, value, key)
+            writer.invoke(process, f, value, key, fields=fields)
             try:
                 async with asyncio.timeout(self.config.op_timeout):
                     result = await action()
@@ -123,7 +133,8 @@ class LinRecorder:
                 self.procs.unknown()
                 continue
             succeeded, recorded = judge(result)
-            (writer.ok if succeeded else writer.fail)(process, f, recorded, key)
+            told = None if answered is None else answered()
+            (writer.ok if succeeded else writer.fail)(process, f, recorded, key, fields=told)
             return result
         return None
 
