@@ -177,6 +177,7 @@ TIERS: Final[dict[str, tuple[str, ...]]] = {
     "tests/backends/test_prefix_feed.py": UNIT,
     "tests/client": UNIT,
     "tests/cli/test_usage.py": UNIT,  # in-process: parsing fails before anything opens
+    "tests/cli/test_cluster_cells.py": UNIT,  # answers made here, rendered in this process
     # A forked child opens its own default client.
     "tests/client/test_defaults.py::test_a_forked_child_opens_its_own_sync_default": SERVICE,
     "tests/client/test_forks.py": SERVICE,  # forks; tenure serve; gunicorn

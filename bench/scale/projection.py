@@ -122,4 +122,17 @@ def projection(rows: Rows) -> list[str]:
             f"{per_pair:.0f} µs): with the clients elsewhere, {CORES} shards would serve "
             f"about {_n(CORES * 1e6 / per_pair)} pairs/s, if the work is spread over many nodes."
         )
+    cells = {r["size"]: r for r in rows.get("cells", []) if "error" not in r}
+    if 1 in cells and 2 in cells:
+        one, two = cells[1]["pairs_per_s"], cells[2]["pairs_per_s"]
+        alone, shared = cells[1]["cell_cpu_us_per_pair"], cells[2]["cell_cpu_us_per_pair"]
+        out.append(
+            f"- **Cells**: par gave {one:,.0f} pairs/s from one cell and {two:,.0f} from two "
+            f"({two / one:.2f}x) here, where the 2 cores also run etcd and the client "
+            f"processes. A cell's leader spent {alone:.0f} µs of CPU per pair alone and "
+            f"{shared:.0f} µs beside another ({shared / alone:.2f}x): each cell is one "
+            f"machine's worth of leader, so {CORES} cells on {CORES} machines would serve "
+            f"about {_n(CORES * 1e6 / max(alone, shared))} pairs/s, etcd willing, if the "
+            "work is spread over many nodes."
+        )
     return out or ["- nothing measured yet."]

@@ -78,6 +78,13 @@ COLUMNS: dict[str, list[tuple[str, str, str]]] = {
         ("par p99 ms", "par_p99_ms", "{:.2f}"),
         ("server CPU µs/pair", "server_cpu_us_per_pair", "{:.1f}"),
     ],
+    "cells": [
+        ("pairs/s", "pairs_per_s", "{:,.0f}"),
+        ("par p50 ms", "par_p50_ms", "{:.2f}"),
+        ("par p99 ms", "par_p99_ms", "{:.2f}"),
+        ("leaders' CPU µs/pair", "server_cpu_us_per_pair", "{:.1f}"),
+        ("busiest cell's CPU µs/pair", "cell_cpu_us_per_pair", "{:.1f}"),
+    ],
     "nodes": [
         ("list all s", "list_all_s", "{:.2f}"),
         ("list page max ms", "list_page_max_ms", "{:.1f}"),

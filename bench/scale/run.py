@@ -40,6 +40,7 @@ SIZES: dict[str, tuple[int, ...]] = {
     "failover": (10_000, 100_000, 1_000_000),
     "snapshot": (100_000, 1_000_000),
     "shards": (1, 2),
+    "cells": (1, 2),
 }
 DIMENSIONS = tuple(SIZES)
 #: The probe's window at each size, in seconds (quick, full).
@@ -95,6 +96,11 @@ def measurers(quick: bool) -> dict[str, Callable[[int, Path], dict[str, Any]]]:
 
         return {"size": size, **shards_bench.measure(size, workdir, seconds=2 * seconds)}
 
+    def cells(size: int, workdir: Path) -> dict[str, Any]:
+        from bench.scale import cells as cells_bench
+
+        return {"size": size, **cells_bench.measure(size, workdir, seconds=2 * seconds)}
+
     return {
         "connections": lambda n, w: dimensions.connections(n, w, seconds),
         "sessions": lambda n, w: dimensions.sessions(n, w, seconds),
@@ -106,6 +112,7 @@ def measurers(quick: bool) -> dict[str, Callable[[int, Path], dict[str, Any]]]:
         "failover": failover,
         "snapshot": snapshot,
         "shards": shards,
+        "cells": cells,
     }
 
 

@@ -1,7 +1,8 @@
 """The client's reads from standbys (tenure.backends._standby_reads), its rules held
 with stand-in links: each read allows no more than the time since the client last
 heard from the leader, asks for at least the newest index read, goes round the doors
-that do not lead, leaves one that failed alone, and falls back on the leader."""
+that do not lead and the standbys the cluster names, leaves one that failed alone,
+and falls back on the leader."""
 
 from __future__ import annotations
 
@@ -15,10 +16,19 @@ import tenure
 from tenure._core import ListNodes
 from tenure._core.commands import NodePage
 from tenure._protocol import PROTOCOL_VERSION, Reply, Welcome
-from tenure.backends._doors import Door
+from tenure._protocol.cluster import ClusterStatus, ClusterView, MemberView
+from tenure.backends._doors import Door, Doors
 from tenure.backends._link import LinkOptions
-from tenure.backends._standby_reads import StandbyReads
-from tenure.errors import InvalidArgumentError, NotLeaderError, UnavailableError
+from tenure.backends._standby_reads import SHUN_SECONDS, StandbyReads
+from tenure.backends.remote import TenureBackend
+from tenure.errors import (
+    InvalidArgumentError,
+    NotFoundError,
+    NotLeaderError,
+    PermissionDeniedError,
+    UnavailableError,
+)
+from tests.server.wire import ServerProcess
 
 PAGE = NodePage(("n",))
 
@@ -33,8 +43,19 @@ class StandIn:
         self.asked: list[tuple[float, int]] = []
         self.called = 0
         self.answers = answers if answers is not None else []
-        self.welcome = Welcome(version=PROTOCOL_VERSION)
+        self.welcome = Welcome(version=PROTOCOL_VERSION, role="leader")
         self.options = LinkOptions()
+        self.doors = Doors([Door(name, 1)])
+        #: What ClusterStatus answers (a view, or an error to raise), and how often asked.
+        self.status: ClusterView | BaseException = ClusterView("c", "", 1, 1, "leader")
+        self.statuses = 0
+
+    async def call(self, command: Any, *, wait_until: float | None = None) -> Any:
+        assert isinstance(command, ClusterStatus)  # (the one call a leader's link is sent)
+        self.statuses += 1
+        if isinstance(self.status, BaseException):
+            raise self.status
+        return self.status
 
     async def wait_ready(self, wait_until: float | None = None) -> None:
         pass
@@ -106,6 +127,15 @@ async def test_a_door_that_cannot_answer_is_left_alone_and_the_leader_answers_la
     assert reads.answered == {"": 2}
 
 
+async def test_a_standbys_error_is_its_answer() -> None:
+    leader, one = StandIn("leader"), StandIn("s1", [NotFoundError("no such semaphore"), 2])
+    reads = _reads(leader, one)
+    with pytest.raises(NotFoundError):
+        await reads.read(ListNodes(), 1.0, leader.fallback)
+    await reads.read(ListNodes(), 1.0, leader.fallback)  # (not left alone for it)
+    assert (reads.answered, leader.called) == ({"s1:1": 2}, 0)
+
+
 async def test_a_server_of_an_older_version_is_not_asked_again_for_a_while() -> None:
     leader, old = StandIn("leader"), StandIn("s1", [9])
     old.welcome = Welcome(version=10)  # (no reads from standbys: it would answer as a leader)
@@ -125,6 +155,26 @@ async def test_a_backend_without_replicas_answers_a_stale_read_fresh() -> None:
                 await client.list_nodes(max_staleness=bad)  # type: ignore[arg-type]
 
 
+@pytest.mark.parametrize("url", ["memory://", "dict://"])  # (dict://: a third party's)
+async def test_a_session_without_replicas_describes_a_semaphore_fresh(url: str) -> None:
+    async with tenure.connect(url) as client:
+        await client.create_node("n")
+        async with client.session("n") as session:
+            semaphore = session.semaphore("s")
+            await semaphore.create(2, b"0")
+            await semaphore.update(b"1")
+            found = await semaphore.describe(owners=True, max_staleness=5.0)
+            assert (found.data, found.limit) == (b"1", 2)
+            async with session.mutex("m") as lock:
+                mutex = await session.mutex("m").describe(max_staleness=0.0)
+                assert mutex.owner is not None
+                assert mutex.owner.token == lock.token
+            assert (await session.rwlock("rw").describe(max_staleness=1.0)).writer is None
+            for bad in (-1.0, 3601.0, math.inf, "1"):
+                with pytest.raises(InvalidArgumentError, match="max_staleness"):
+                    await semaphore.describe(max_staleness=bad)  # type: ignore[arg-type]
+
+
 async def test_reads_that_ask_at_once_open_one_connection_to_a_door() -> None:
     leader, one = StandIn("leader"), StandIn("s1", [1, 2, 3])
     reads = StandbyReads([Door("leader", 1), Door("s1", 1)], LinkOptions(), leader)  # type: ignore[arg-type]
@@ -142,3 +192,104 @@ async def test_reads_that_ask_at_once_open_one_connection_to_a_door() -> None:
     assert pages == [PAGE] * 3
     assert opened == [Door("s1", 1)]
     assert len(one.asked) == 3
+
+
+def _view(*members: tuple[str, str]) -> ClusterView:
+    """A ClusterStatus answer naming ``members`` (role, address)."""
+    listed = tuple(MemberView(f"m{n}", role, at, 1) for n, (role, at) in enumerate(members))
+    return ClusterView("c", "m0", 1, 1, "m0", listed)
+
+
+class Opened:
+    """Stand-in links opened by address (what :meth:`StandbyReads._open` would connect)."""
+
+    def __init__(self, reads: StandbyReads, links: dict[str, StandIn]) -> None:
+        self.links = links
+        self.opened: list[str] = []
+        reads._open = self.open  # type: ignore[method-assign]
+        self.reads = reads
+
+    async def open(self, door: Door) -> Any:
+        self.opened.append(str(door))
+        link = self.links[str(door)]
+        self.reads._links[str(door)] = link  # type: ignore[assignment]
+        return link
+
+
+async def test_the_standbys_the_cluster_names_are_read_from_through_one_door() -> None:
+    leader = StandIn("leader")
+    leader.endpoint = "leader:1"
+    leader.status = _view(("leader", "leader:1"), ("standby", "s1:1"), ("standby", "s2:1"))
+    reads = StandbyReads([Door("leader", 1)], LinkOptions(), leader)  # type: ignore[arg-type]
+    one, two = StandIn("s1", [1, 2]), StandIn("s2", [3, 4])
+    opened = Opened(reads, {"s1:1": one, "s2:1": two})
+    for _ in range(4):
+        assert await reads.read(ListNodes(), 1.0, leader.fallback) == PAGE
+    assert sorted(opened.opened) == ["s1:1", "s2:1"]  # (never the leader, a member too)
+    assert reads.answered == {"s1:1": 2, "s2:1": 2}
+    assert [str(door) for door in reads.learnt] == ["s1:1", "s2:1"]
+    assert (leader.statuses, leader.called) == (1, 0)  # (asked once, when first used)
+
+
+async def test_a_standby_both_listed_and_named_is_asked_as_one() -> None:
+    leader, one = StandIn("leader"), StandIn("s1", [1, 2, 3])
+    reads = _reads(leader, one)
+    leader.status = _view(("leader", "leader:1"), ("standby", "s1:1"))
+    for _ in range(3):
+        await reads.read(ListNodes(), 1.0, leader.fallback)
+    assert reads.answered == {"s1:1": 3}
+
+
+async def test_the_cluster_is_asked_again_once_every_standby_known_failed(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    loop = asyncio.get_running_loop()
+    clock = [loop.time()]
+    monkeypatch.setattr(loop, "time", lambda: clock[0])
+    leader = StandIn("leader")
+    leader.endpoint = "leader:1"
+    leader.status = _view(("leader", "leader:1"), ("standby", "s1:1"))
+    reads = StandbyReads([Door("leader", 1)], LinkOptions(), leader)  # type: ignore[arg-type]
+    failed = StandIn("s1", [UnavailableError("down"), UnavailableError("down")])
+    new = StandIn("s3", [7])
+    opened = Opened(reads, {"s1:1": failed, "s3:1": new})
+    assert await reads.read(ListNodes(), 1.0, leader.fallback) == PAGE
+    # Just asked: not again at once (the leader answers), however many reads fail.
+    assert (leader.statuses, leader.called, opened.opened) == (1, 1, ["s1:1"])
+    leader.status = _view(("leader", "leader:1"), ("standby", "s1:1"), ("standby", "s3:1"))
+    clock[0] += SHUN_SECONDS  # (s1 may be asked again, and fails again; then s3, named now)
+    assert await reads.read(ListNodes(), 1.0, leader.fallback) == PAGE
+    assert (leader.statuses, leader.called) == (2, 1)
+    assert reads.answered == {"": 1, "s3:1": 1}
+    assert reads.min_index == 7
+
+
+async def test_a_lone_server_is_not_asked_for_standbys() -> None:
+    leader = StandIn("leader")
+    leader.welcome = Welcome(version=PROTOCOL_VERSION)  # (no role: not of a cluster)
+    reads = StandbyReads([Door("leader", 1)], LinkOptions(), leader)  # type: ignore[arg-type]
+    assert await reads.read(ListNodes(), 1.0, leader.fallback) == PAGE
+    assert (leader.statuses, leader.called, reads.answered) == (0, 1, {"": 1})
+
+
+async def test_a_cluster_that_names_no_member_leaves_the_urls_doors() -> None:
+    leader, one = StandIn("leader"), StandIn("s1", [1])
+    leader.status = PermissionDeniedError("no read access")
+    reads = _reads(leader, one)
+    assert await reads.read(ListNodes(), 1.0, leader.fallback) == PAGE
+    assert (reads.answered, reads.learnt, leader.statuses) == ({"s1:1": 1}, [], 1)
+
+
+async def test_a_lone_servers_client_reads_from_it(tenure_server: ServerProcess) -> None:
+    url = f"tenure://127.0.0.1:{tenure_server.port}?max_staleness=5"
+    async with tenure.connect(url) as client:
+        backend = client.backend
+        assert isinstance(backend, TenureBackend)
+        assert backend.standby_reads is not None
+        await client.create_node("n")
+        assert await client.list_nodes() == ["n"]
+        async with client.session("n") as session:
+            await session.semaphore("s").create(1, b"x")
+            assert (await session.semaphore("s").describe(max_staleness=5)).data == b"x"
+        assert backend.standby_reads.answered == {"": 2}  # (the server's own: no standby)
+        assert backend.standby_reads.learnt == []

@@ -137,6 +137,7 @@ class FakeRole:
         self.leading = name == "leader"
         self._leader = leader
         self.freshness = None  # (answers no stale read)
+        self.places = None  # (one cell: every node its own)
 
     def leader(self, face: str = "native") -> str | None:
         """The leader's YDB endpoint as set (None: unknown)."""

@@ -19,7 +19,7 @@ import pytest
 
 import tenure.errors
 
-PACKAGE_DIR = Path(tenure.errors.__file__).resolve().parent
+PACKAGE_DIR = Path(tenure.errors.__file__).resolve().parents[1]  # (errors/__init__.py)
 CORE_DIR = PACKAGE_DIR / "_core"
 
 FORBIDDEN_MODULES = (

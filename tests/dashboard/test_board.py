@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import argparse
 import json
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
@@ -23,6 +23,7 @@ from tenure._core.kinds import parties_data
 from tenure._core.members import GROUP_DATA, member_record
 from tenure._core.rates import Bucket, bucket_data
 from tenure._core.values import MAX_COUNT, ClientIdentity
+from tenure.server._cluster.directory import Directory, DirectoryKeys
 from tenure.server._cluster.keys import ServerRecord
 from tenure.server._cluster.role import ClusterRole
 from tenure.server._cluster.store import Leader
@@ -35,7 +36,7 @@ from tenure.server._http.board import (
     shown_data,
 )
 from tenure.server._http.board_rates import HISTORY, waited
-from tenure.server._http.cluster_view import cluster_view
+from tenure.server._http.cluster_view import cluster_families, cluster_view
 from tenure.server._http.metrics import GRANT_WAIT_BUCKETS
 from tenure.server._http.tally import LoopHistogram
 from tenure.server._role import STANDALONE_ROLE
@@ -281,6 +282,8 @@ def test_a_standby_names_the_leader_and_links_its_dashboard() -> None:
             "http": "10.0.0.1:9100",
             "dashboard": "http://10.0.0.1:9100/",
         },
+        "cell": None,  # (a role without the service's directory: no cell)
+        "cells": [],
     }
     assert isinstance(members, list)
     assert [(m["name"], m["role"], m["applied"], m["lag"], m["self"]) for m in members] == [
@@ -302,6 +305,51 @@ def test_no_leader_known_and_no_cluster() -> None:
     assert seen is not None
     assert (seen["leader"], seen["term"], seen["role"]) == (None, 0, "standby")
     assert cluster_view(STANDALONE_ROLE) is None
+
+
+def test_a_service_of_two_cells_lists_each_cell_its_leader_and_members() -> None:
+    written = 1_700_000_000.25
+    places = Directory(
+        cast(Any, None), cast(Any, None), cast(Any, None), DirectoryKeys.of("", "prod"), "a", 5
+    )
+    a1 = ServerRecord("a1", "10.0.0.1:6388", "leader", 8, written, http="10.0.0.1:9100")
+    a2 = ServerRecord("a2", "10.0.0.2:6388", "standby", 6, written)
+    b1 = ServerRecord("b1", "10.0.1.1:6388", "standby", 3, written)
+    b2 = ServerRecord("b2", "10.0.1.2:6388", "leader", 4, written, http="10.0.1.2:9100")
+    # (the directory's records of cell a are older than the cell's own store's)
+    places.cells = {"a": [a1.rewritten("leader", 5, written, 0.0), a2], "b": [b2, b1]}
+    role = ClusterRole("prod", a2, places)
+    role.members = [a1, a2]
+    role.applied = lambda: 7
+    role.saw(Leader(a1, term=42, lease=1))
+    seen = cluster_view(role)
+    assert seen is not None
+    assert seen["cell"] == "a"
+    cells = seen["cells"]
+    assert isinstance(cells, list)
+    [a, b] = cells
+    # This server's cell as its own view says: the store's records, this server's now.
+    assert (a["name"], a["self"], a["leader"], a["index"]) == ("a", True, "a1", 8)
+    assert [(m["name"], m["applied"], m["self"]) for m in a["members"]] == [
+        ("a1", 8, False),
+        ("a2", 7, True),
+    ]
+    # Another cell as the directory records it: its leader the one whose record says so.
+    assert (b["name"], b["self"], b["leader"], b["index"]) == ("b", False, "b2", 4)
+    assert [(m["name"], m["role"], m["lag"], m["self"]) for m in b["members"]] == [
+        ("b1", "standby", 1, False),
+        ("b2", "leader", 0, False),
+    ]
+    assert b["members"][1]["dashboard"] == "http://10.0.1.2:9100/"
+    assert b["members"][1]["recorded_at"] == round(written)
+    gauges = {family.name: family for family in cluster_families(role)}
+    assert gauges["tenure_cluster_cells"].samples[0].value == 2
+    assert gauges["tenure_cluster_members"].samples[0].value == 2
+    # A cluster run without the service's directory knows no cell.
+    alone = ClusterRole("prod", a2)
+    assert {f.name: f for f in cluster_families(alone)}["tenure_cluster_cells"].samples[
+        0
+    ].value == 0
 
 
 def config(*argv: str, **environ: str) -> Any:

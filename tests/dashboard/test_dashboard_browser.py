@@ -5,7 +5,8 @@ description and a client name); the page must show its holder, then its release,
 without being reloaded. Then the token rules: a read-only token sees no "end
 session" and its kill is refused (403); a read-write one ends a session from the page.
 Last, a cluster's standby (``--cluster``, over the run's etcd): its page says it is a
-standby, links to the leader's and offers no action on its replica.
+standby, links to the leader's and offers no action on its replica; and a member of a
+service of two cells lists both, each with its leader and members.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import pytest
 import tenure
 import tenure.sync
 from tests.cluster.harness import TenureCluster
+from tests.cluster.test_cells import Service
 from tests.etcd.cluster import EtcdCluster
 
 from .browser import Holder, Served, get, post, serve, wait_until
@@ -360,6 +362,35 @@ def test_a_standby_says_so_links_to_the_leader_and_offers_no_action(
             assert text(page, f"{member} .role") == "leader"
         finally:
             holder.close()
+
+
+@pytest.mark.timeout(120)  # (six members to start and two elections, on a busy machine)
+def test_a_member_of_a_service_of_two_cells_lists_each_cell_its_leader_and_members(
+    tmp_path: Path, etcd_member: EtcdCluster, page: Page
+) -> None:
+    service = Service(tmp_path / "cells", etcd_member.endpoints)
+    try:
+        service.start()
+        leaders = {name: cell.leader() for name, cell in service.cells.items()}
+        member = service.cells["b"].standbys()[0]
+        page.goto(f"http://127.0.0.1:{member.http_port}/")
+        page.wait_for_selector("#cluster #cells")
+        for name, cell in service.cells.items():
+            # (each member writes its record in the directory, and reads every cell's,
+            # once a second: the page shows them as the views bring them)
+            rows = f'#cluster table[data-cell="{name}"] tr.member'
+            page.wait_for_selector(f"{rows}:nth-child(3)")  # (the CSP runs no test script)
+            leader = f'#cluster p.cell[data-cell="{name}"] a.leader'
+            page.wait_for_selector(leader)
+            link = page.locator(leader)
+            assert link.text_content() == leaders[name].address
+            assert link.get_attribute("href") == f"http://127.0.0.1:{leaders[name].http_port}/"
+            shown = {row.get_attribute("data-member") for row in page.query_selector_all(rows)}
+            assert shown == {server.address for server in cell.servers}
+        assert "(this server's)" in text(page, '#cluster p.cell[data-cell="b"]')
+        assert "(this server's)" not in text(page, '#cluster p.cell[data-cell="a"]')
+    finally:
+        service.close()
 
 
 def test_a_sampled_recipe_and_a_cut_view_say_so(tmp_path: Path, page: Page) -> None:

@@ -180,7 +180,11 @@ PAGES: dict[str, Page] = {
     ),
     "docs/cluster.md": Page(
         servers=("cluster",),
-        addresses={"10.0.0.1:6388,10.0.0.2:6388,10.0.0.3:6388": "{cluster}"},
+        addresses={
+            "10.0.0.1:6388,10.0.0.2:6388,10.0.0.3:6388": "{cluster}",
+            # (the cells' example: any members' doors; one cell's here)
+            "10.0.0.1:6388,10.0.1.1:6388": "{cluster}",
+        },
         imports="import tenure",
     ),
     "docs/dflockd.md": Page(

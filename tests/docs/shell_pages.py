@@ -255,6 +255,20 @@ BLOCKS: dict[tuple[str, str], ShellBlock] = {
         },
         lines=(Line(r"^tenure serve --cluster", background=r'"msg": "listening"'), STATUS),
     ),
+    ("docs/cluster.md", "# cell a: three members"): ShellBlock(
+        slow=True,
+        servers=("etcd",),
+        substitutions={
+            "etcd://e1:2379,e2:2379,e3:2379/prod": "etcd://{etcd}/{unique}",
+            **{
+                f"--host 10.0.{c}.{n} --port 6388": f"--host 127.0.0.1 --port {{port:{c}{n}}}"
+                for c in (0, 1)
+                for n in (1, 2, 3)
+            },
+            **{f"10.0.0.{n}:6388": f"127.0.0.1:{{port:0{n}}}" for n in (1, 2, 3)},
+        },
+        lines=(Line(r"^tenure serve --cluster", background=r'"msg": "listening"'), STATUS),
+    ),
     ("docs/cluster.md", "tenure cluster status"): ShellBlock(
         servers=("cluster",), substitutions=CLUSTER, lines=(STATUS,)
     ),

@@ -72,9 +72,9 @@ VIEW = ClusterView(
 )
 
 
-def test_version_11_is_spoken_and_the_older_ones_still_are() -> None:
-    assert PROTOCOL_VERSION == 11  # (reads from standbys: Request's max_staleness, Reply's index)
-    assert {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11} == SUPPORTED_VERSIONS
+def test_version_12_is_spoken_and_the_older_ones_still_are() -> None:
+    assert PROTOCOL_VERSION == 12  # (cells: Welcome's cell, ClusterView's cells, WRONG_CELL)
+    assert {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12} == SUPPORTED_VERSIONS
     assert {ClusterStatus} == SINCE_VERSION_3
     assert {SwapSemaphoreData} == SINCE_VERSION_4
     assert not SINCE_VERSION_3 & SINCE_VERSION_2
@@ -145,8 +145,8 @@ def test_an_older_peer_receives_welcome_without_role_and_leader(version: int) ->
 
 
 def test_a_welcome_with_a_field_too_many_is_refused() -> None:
-    with pytest.raises(ProtocolError, match="Welcome has 5 to 8 fields, got 9"):
-        message_of([11, 3, "s", b"", 1048576, 0.0, "standby", "h:1", False, "extra"])
+    with pytest.raises(ProtocolError, match="Welcome has 5 to 9 fields, got 10"):
+        message_of([11, 3, "s", b"", 1048576, 0.0, "standby", "h:1", False, "c", "extra"])
 
 
 def test_a_server_without_deadlock_detection_says_so_to_a_version_6_client_only() -> None:

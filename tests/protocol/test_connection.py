@@ -194,19 +194,19 @@ def test_a_server_may_refuse_before_any_hello():
 
 def test_a_foreign_version_is_refused_clearly():
     server = ServerConnection()
-    # A version-12 Hello may have any layout after the version; nothing else is read.
-    server.receive_data(frame_of([1, 12, {"whatever": "v12 sends"}, [1, 2, 3]]))
+    # A version-13 Hello may have any layout after the version; nothing else is read.
+    server.receive_data(frame_of([1, 13, {"whatever": "v13 sends"}, [1, 2, 3]]))
     [hello] = drain(server)
-    assert hello == Hello(12, max_frame_size=MIN_MAX_FRAME_SIZE)
+    assert hello == Hello(13, max_frame_size=MIN_MAX_FRAME_SIZE)
     refusal = version_refusal(hello)
     assert refusal == Refused(
         ErrorCode.UNSUPPORTED,
-        "protocol version 12 is not supported; "
-        "this server speaks 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11",
+        "protocol version 13 is not supported; "
+        "this server speaks 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12",
     )
-    with pytest.raises(LocalProtocolError, match="version 12 is not supported"):
-        server.send(Welcome(version=12))
-    with pytest.raises(LocalProtocolError, match="Welcome is for version 11; Hello was 12"):
+    with pytest.raises(LocalProtocolError, match="version 13 is not supported"):
+        server.send(Welcome(version=13))
+    with pytest.raises(LocalProtocolError, match="Welcome is for version 12; Hello was 13"):
         server.send(Welcome())
     server.send(refusal)
     assert server.state is State.CLOSED
@@ -225,8 +225,8 @@ def test_a_foreign_version_is_refused_clearly():
 
 def test_the_client_only_speaks_its_versions():
     client = ClientConnection()
-    with pytest.raises(LocalProtocolError, match="does not speak protocol version 12"):
-        client.send(Hello(version=12))
+    with pytest.raises(LocalProtocolError, match="does not speak protocol version 13"):
+        client.send(Hello(version=13))
     assert client.state is State.HANDSHAKE
 
 
@@ -234,7 +234,7 @@ def test_a_welcome_for_another_version_is_a_protocol_error():
     client = ClientConnection()
     client.send(Hello())
     client.receive_data(raw_frame(Welcome(version=1)))
-    with pytest.raises(ProtocolError, match="Welcome is for version 1; Hello was 11"):
+    with pytest.raises(ProtocolError, match="Welcome is for version 1; Hello was 12"):
         client.next_event()
 
 

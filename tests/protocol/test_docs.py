@@ -26,7 +26,7 @@ from tenure._protocol.blocking import (
     WHY_WAIT,
     WHY_WAITER,
 )
-from tenure._protocol.cluster import MEMBER_VIEW
+from tenure._protocol.cluster import CELL_VIEW, MEMBER_VIEW
 from tenure._protocol.messages import MESSAGE, version_refusal
 from tenure._protocol.payload_records import (
     BROKEN_DEADLOCK,
@@ -66,6 +66,7 @@ RECORDS: list[Record] = [
     OWNER_INFO,
     WAITER_INFO,
     MEMBER_VIEW,
+    CELL_VIEW,
     WHY_HOLDER,
     WHY_WAIT,
     WHY_WAITER,

@@ -115,11 +115,11 @@ def test_the_walk_finds_every_record():
     assert {"NodeConfig", "OwnerInfo", "WaiterInfo", "SemaphoreDescription", "Hello"} <= names
     assert {"HeldGrant", "QueuedAcquire", "SessionState"} <= names
     assert {"ClientIdentity", "SemaphoreSummary", "SessionSummary"} <= names
-    assert {"ClusterView", "MemberView"} <= names
+    assert {"ClusterView", "MemberView", "CellView"} <= names
     assert {"WhyReport", "WhyHolder", "WhyWait", "WhyWaiter", "WhyLink", "WhyRoot"} <= names
     assert {"TopReport", "NameStat"} <= names
-    # Commands, effects, 16 reply records, 17 records inside them, 10 messages.
-    assert len(ALL_RECORDS) == len(COMMAND_TYPES) + len(EFFECT_TYPES) + 16 + 17 + 10
+    # Commands, effects, 16 reply records, 18 records inside them, 10 messages.
+    assert len(ALL_RECORDS) == len(COMMAND_TYPES) + len(EFFECT_TYPES) + 16 + 18 + 10
 
 
 @pytest.mark.parametrize("record", ALL_RECORDS, ids=lambda r: r.name)

@@ -22,7 +22,7 @@ import pytest
 import tenure.errors
 from tests.core.test_purity import FORBIDDEN_MODULES, clock_or_random_uses
 
-PACKAGE_DIR = Path(tenure.errors.__file__).resolve().parent
+PACKAGE_DIR = Path(tenure.errors.__file__).resolve().parents[1]  # (errors/__init__.py)
 PROTOCOL_DIR = PACKAGE_DIR / "_protocol"
 SITE_PACKAGES = Path(msgspec.__file__).resolve().parent.parent
 

@@ -22,9 +22,11 @@ from tenure._core.commands import Command
 from tenure._protocol.wire import FLOAT, STR, UINT, ArrayOf, Optional, Record
 
 __all__ = [
+    "CELL_VIEW",
     "CLUSTER_STATUS",
     "CLUSTER_VIEW",
     "MEMBER_VIEW",
+    "CellView",
     "ClusterStatus",
     "ClusterView",
     "MemberView",
@@ -70,6 +72,30 @@ class MemberView:
 
 
 @dataclass(frozen=True, slots=True)
+class CellView:
+    """One cell of a service, as the service's directory records its members
+    (docs/cluster.md, "Cells").
+
+    ``name``: the cell's; ``members``: each member that records itself there (its
+    ``role`` and ``applied`` as it last wrote them), by name.
+    """
+
+    name: str
+    members: tuple[MemberView, ...] = ()
+
+    def leading(self) -> MemberView | None:
+        """The member whose record says it leads (None: none does).
+
+        Should two records say so (a deposed leader's lasts until its next write, or
+        until its lease ends if it died), the newest record is the one taken.
+        """
+        leaders = [member for member in self.members if member.role == LEADER]
+        if not leaders:
+            return None
+        return min(leaders, key=lambda member: (member.age is None, member.age or 0.0))
+
+
+@dataclass(frozen=True, slots=True)
 class ClusterView:
     """The reply to :class:`ClusterStatus`.
 
@@ -77,6 +103,11 @@ class ClusterView:
     none now); ``term``: the leader's term (its election key's revision in etcd;
     0: none); ``index``: the last log entry appended; ``answered_by``: the member
     that answers; ``members``: every member that records itself, by name.
+
+    Since version 12, the service the cluster is a cell of: ``cell``, the answering
+    member's cell (the others above are that cell's), and ``cells``, every cell of the
+    service, this one too, by name (a client sends each node's requests to its cell's
+    members). To an older peer both are left out.
     """
 
     cluster: str
@@ -85,6 +116,8 @@ class ClusterView:
     index: int
     answered_by: str
     members: tuple[MemberView, ...] = ()
+    cell: str = ""
+    cells: tuple[CellView, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,6 +137,7 @@ MEMBER_VIEW: Final = Record(
         ("ydb", STR),
     ],
 )
+CELL_VIEW: Final = Record(CellView, [("name", STR), ("members", ArrayOf(MEMBER_VIEW))])
 CLUSTER_VIEW: Final = Record(
     ClusterView,
     [
@@ -113,7 +147,10 @@ CLUSTER_VIEW: Final = Record(
         ("index", UINT),
         ("answered_by", STR),
         ("members", ArrayOf(MEMBER_VIEW)),
+        ("cell", STR),  # since version 12
+        ("cells", ArrayOf(CELL_VIEW)),  # since version 12
     ],
     tag=9,
+    since=6,
 )
 CLUSTER_STATUS: Final = Record(ClusterStatus, [], tag=30)

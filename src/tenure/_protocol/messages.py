@@ -109,12 +109,14 @@ __all__ = [
 #: nodes); no new command. Version 11 added Request's trailing ``max_staleness`` and
 #: ``min_index`` and Reply's trailing ``index``: a read a cluster's standby answers
 #: from its own state, within a stated staleness (docs/protocol.md, "Reads from
-#: standbys"); no new command.
-PROTOCOL_VERSION: Final = 11
+#: standbys"); no new command. Version 12 added Welcome's trailing ``cell``, ClusterView's
+#: ``cell`` and ``cells`` and the error WRONG_CELL: a service of several cells, each
+#: node served by one (docs/protocol.md, "Cells"); no new command.
+PROTOCOL_VERSION: Final = 12
 #: The versions a server built from this code accepts in a Hello. To an older peer
 #: it sends the layouts of the peer's version
 #: (:func:`tenure._protocol.older_peers.for_version`).
-SUPPORTED_VERSIONS: Final = frozenset({1, 2, 3, 4, 5, 6, 7, 8, 9, 10, PROTOCOL_VERSION})
+SUPPORTED_VERSIONS: Final = frozenset({1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, PROTOCOL_VERSION})
 #: Commands a version-1 peer does not know (a client must not send them to it).
 SINCE_VERSION_2: Final = frozenset({ListNodes, ListSemaphores, ListSessions, KillSession})
 #: Commands a version-1 or version-2 peer does not know.
@@ -215,6 +217,11 @@ class Welcome:
     deadlocks (``tenure serve --deadlock-search-limit 0`` turns it off), so a client
     declares Capability.DEADLOCK_DETECTION only where it holds. Not sent when true;
     to an older peer (which sends no asking task) it is left out.
+
+    Since version 12: ``cell``, the cell of the service this member belongs to (a
+    cluster's member; empty: a standalone server), so that a client knows to learn the
+    service's cells (ClusterStatus) and send each node's requests to its cell. To an
+    older peer it is left out.
     """
 
     version: int = PROTOCOL_VERSION
@@ -225,6 +232,7 @@ class Welcome:
     role: str = STANDALONE
     leader: str | None = None
     deadlock_detection: bool = True
+    cell: str = ""
 
 
 @final
@@ -339,6 +347,7 @@ MESSAGE: Final = Union(
                 ("role", STR),  # since version 3
                 ("leader", _OPT_STR),  # since version 3
                 ("deadlock_detection", BOOL),  # since version 6
+                ("cell", STR),  # since version 12
             ],
             tag=11,
             since=5,

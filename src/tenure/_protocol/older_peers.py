@@ -25,7 +25,17 @@ from tenure._core.values import (
     WaiterInfo,
 )
 from tenure._core.why_report import WhyReport
-from tenure._protocol.messages import STANDALONE, Message, Push, Reply, Request, Welcome
+from tenure._protocol.cluster import ClusterView
+from tenure._protocol.messages import (
+    STANDALONE,
+    Failure,
+    Message,
+    Push,
+    Reply,
+    Request,
+    Welcome,
+)
+from tenure.errors import ErrorCode
 
 __all__ = ["for_version"]
 
@@ -49,9 +59,14 @@ def for_version(message: Message, version: int | None) -> Message:
     ``waits_elsewhere`` (what a holder waits for in other nodes): left out, the
     holder's ``waiting_for`` still names those waits. A peer of version 1 to 10 knows
     Request without ``max_staleness`` and ``min_index`` (the read goes to the leader, as
-    any: it is only fresher) and Reply without ``index``: left out.
+    any: it is only fresher) and Reply without ``index``: left out. A peer of version 1
+    to 11 knows Welcome without ``cell``, ClusterView without ``cell`` and ``cells`` (left
+    out) and no code WRONG_CELL (sent UNAVAILABLE, the same message).
     """
-    if version is None or version >= 11:
+    if version is None or version >= 12:
+        return message
+    message = _before_version_12(message)
+    if version >= 11:
         return message
     message = _before_version_11(message)
     if version >= 10:
@@ -83,6 +98,20 @@ def for_version(message: Message, version: int | None) -> Message:
         effect = message.effect
         if effect.description is not None:
             return Push(dataclasses.replace(effect, description=_version_1(effect.description)))
+    return message
+
+
+def _before_version_12(message: Message) -> Message:
+    """``message`` without what version 12 added: Welcome's ``cell``, ClusterView's
+    ``cell`` and ``cells`` (left out), and the code WRONG_CELL, which such a peer
+    reads as UNAVAILABLE (the message still names the cell that serves the node)."""
+    if type(message) is Welcome and message.cell:
+        return dataclasses.replace(message, cell="")
+    if type(message) is Reply and type(message.value) is ClusterView and message.value.cell:
+        view = dataclasses.replace(message.value, cell="", cells=())
+        return Reply(message.request_id, view, message.index)
+    if type(message) is Failure and message.code == ErrorCode.WRONG_CELL:
+        return Failure(message.request_id, ErrorCode.UNAVAILABLE, message.message)
     return message
 
 

@@ -39,6 +39,7 @@ from tenure._core.values import (
     ClientIdentity,
     NodeConfig,
     NodeDescription,
+    SemaphoreDescription,
     SemaphoreSummary,
     SessionSummary,
 )
@@ -120,6 +121,7 @@ __all__ = [
     "SessionListener",
     "SessionRecovery",
     "SessionTicket",
+    "StaleDescribing",
     "StaleReading",
     "SwapWrite",
     "TaskNumbers",
@@ -230,6 +232,22 @@ class StaleReading(Protocol):
     def reading(self, max_staleness: float) -> Backend:
         """This backend, its reads (a node's description, the listings, ``why``, ``top``)
         allowed to be ``max_staleness`` seconds stale; everything else as it is."""
+        ...
+
+
+@runtime_checkable
+class StaleDescribing(Protocol):
+    """A backend session whose semaphore descriptions may be answered a little stale by
+    replicas (a cluster's standbys: ``tenure://``). Not part of :class:`CoreSession`:
+    the client describes through any other session fresh, which is within any
+    staleness; the built-in sessions all have it, and answer fresh where their
+    backend keeps no replica."""
+
+    async def describe_semaphore_stale(
+        self, name: str, *, owners: bool, waiters: bool, max_staleness: float
+    ) -> SemaphoreDescription:
+        """:meth:`CoreSession.describe_semaphore`, allowed to be ``max_staleness``
+        seconds stale, yet never older than what the session wrote or was told."""
         ...
 
 

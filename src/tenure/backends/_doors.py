@@ -106,6 +106,11 @@ class Doors:
             return found
         return Door(host, port, context, self._server_hostname or host)
 
+    def of(self, doors: Sequence[Door]) -> Doors:
+        """Other doors of the same service, reached as these are (the same server name
+        checked): a cell's members (:mod:`tenure.backends._cells`)."""
+        return Doors(doors, server_hostname=self._server_hostname)
+
     def heard(self, leader: str | None) -> None:
         """An answer named ``leader`` (None: no leader is known): go there first next time."""
         self.hint = None if leader is None else self.endpoint_of(leader)

@@ -82,6 +82,7 @@ __all__ = [
     "CommandStore",
     "EngineStore",
     "HoldsReader",
+    "StaleCalls",
     "engine_session",
     "read_holds",
 ]
@@ -113,6 +114,17 @@ class HoldsReader(Protocol):
 
     async def read_holds(self) -> list[HeldGrant]:
         """The session's holds as the engine keeps them now, in (name, hold) order."""
+
+
+@runtime_checkable
+class StaleCalls(Protocol):
+    """A channel whose reads a replica may answer a little stale (``tenure://``'s: a
+    cluster's standbys, :mod:`tenure.backends._standby_reads`); over any other, a read
+    allowed staleness is sent as any command (fresh: within any staleness)."""
+
+    async def call_stale(self, command: Command[R], max_staleness: float) -> R:
+        """``command`` (a read) answered at most ``max_staleness`` seconds stale, never
+        older than what the session wrote or was told."""
 
 
 class CommandStoreHome(SessionView, SessionLosses, Protocol):
@@ -274,6 +286,16 @@ class CommandStore(HandoffCommands):
     ) -> SemaphoreDescription:
         """DescribeSemaphore."""
         command = DescribeSemaphore(self.session_id, name, owners=owners, waiters=waiters)
+        return (await self.channel.call(command)).description
+
+    async def describe_semaphore_stale(
+        self, name: str, *, owners: bool, waiters: bool, max_staleness: float
+    ) -> SemaphoreDescription:
+        """DescribeSemaphore (no watch), which a replica of the channel's may answer
+        (:class:`StaleCalls`); else the channel's own answer."""
+        command = DescribeSemaphore(self.session_id, name, owners=owners, waiters=waiters)
+        if isinstance(self.channel, StaleCalls):
+            return (await self.channel.call_stale(command, max_staleness)).description
         return (await self.channel.call(command)).description
 
     # -- what the engine pushes -------------------------------------------------------

@@ -190,6 +190,12 @@ class Link:
             raise
         self.spawn(self.keepalive.run())
 
+    def open_in_background(self) -> None:
+        """Connect, trying again as after a lost connection until it is up (a call waits
+        for it within its bound): a server that may be down, as a service's cell."""
+        self.spawn(self.keepalive.run())
+        self._reconnector = self.spawn(self._reconnect())
+
     async def aclose(self) -> None:
         """Stop reconnecting, close the connection, fail what still waits."""
         self._closing = True
@@ -479,9 +485,7 @@ class Link:
         self._home.disconnected()
         self._versions.clear()  # each door is asked the newest version again
         if not self._closing and (self._reconnector is None or self._reconnector.done()):
-            self._reconnector = asyncio.ensure_future(self._reconnect())
-            self._tasks.add(self._reconnector)
-            self._reconnector.add_done_callback(self._tasks.discard)
+            self._reconnector = self.spawn(self._reconnect())
 
     async def leader_elsewhere(self, silent: Door) -> Door | None:
         """The leader another door names, when it is not ``silent`` (the endpoint that

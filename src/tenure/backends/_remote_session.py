@@ -35,6 +35,10 @@ server, its :class:`Shard`). What the network adds lives here:
   the session again once there is one: a session ended meanwhile sends nothing
   more (its close, if it was closed while disconnected, has just gone out during
   the set-up), and the request raises its loss.
+* **Reads that allow staleness** (a describe given ``max_staleness``) go to the
+  service's standbys (:mod:`tenure.backends._standby_reads`: never older than what the
+  client wrote or was told); while a release of the session is unanswered, to the
+  leader, behind it.
 * **Confirmation.** A session is confirmed by every frame the server answers
   while it is attached (:attr:`tenure.backends._link.Link.confirmed_at`), so the
   local deadline (the session's rule) counts from there; while the connection is
@@ -45,7 +49,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine
 from typing import Any, Final, TypeVar
 
 from tenure._core import (
@@ -71,6 +75,7 @@ from tenure._protocol import FrameTooLargeError, Welcome
 from tenure.backends._engine import RECONCILE_PAGE, CommandStore
 from tenure.backends._link import DisconnectedError, Door, Doors, Link, LinkOptions
 from tenure.backends._remote_data import data_refusal
+from tenure.backends._standby_reads import StandbyReads
 from tenure.backends._store import BoundSession
 from tenure.backends._watch import EngineWatches
 from tenure.errors import (
@@ -105,7 +110,16 @@ class RemoteStore:
 
     beat_period: float | None = None  # the link's pings keep the session alive
 
-    def __init__(self, shard: Shard, node: str, info: SessionInfo, key: bytes) -> None:
+    def __init__(
+        self,
+        shard: Shard,
+        node: str,
+        info: SessionInfo,
+        key: bytes,
+        reads: Callable[[], StandbyReads | None] = lambda: None,
+    ) -> None:
+        """``reads``: the standbys of the session's service, for its reads that allow
+        staleness (None: the leader answers them)."""
         self.session_id = info.session_id
         self.node = node
         self.protection_key = key
@@ -113,6 +127,7 @@ class RemoteStore:
         self.where = str(shard.link.endpoint)
         self._shard = shard
         self._link = shard.link
+        self._reads = reads
         self._window = info.timeout
         self._epoch = self._link.epoch  # the connection this session is attached to
         self._frozen = self._link.confirmed_at  # confirmed_at when that connection was lost
@@ -189,6 +204,23 @@ class RemoteStore:
                 if self.session.deadline_passed() and self.session.ended is not None:
                     raise type(self.session.ended)(*self.session.ended.args) from None
                 raise
+
+    async def call_stale(self, command: Command[R], max_staleness: float) -> R:
+        """``command`` (a read of this session's) answered by a standby at most
+        ``max_staleness`` seconds stale (:meth:`StandbyReads.read`: never older than
+        what the client wrote or was told); else as :meth:`call` sends it."""
+        reads = self._reads()
+        if reads is None:
+            return await self.call(command)
+        ended = self.session.ended
+        if ended is not None:
+            raise type(ended)(*ended.args)
+        if self._owed or self.session.ledger.releasing:
+            # A release not answered yet (leaving ``async with`` does not wait for it)
+            # is ahead of this read on the leader's connection alone: a standby could
+            # answer from before it, and show a hold its caller let go.
+            return await reads.from_leader(lambda: self.call(command))
+        return await reads.read(command, max_staleness, lambda: self.call(command))
 
     async def _describe(self, node: str) -> NodeDescription:
         """The node's settings, asked of the server (for :func:`data_refusal`)."""

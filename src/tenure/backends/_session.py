@@ -97,6 +97,7 @@ from tenure.backends._store import (
     Administering,
     EagerRelease,
     Reserving,
+    StaleAdministering,
     Store,
     Watching,
 )
@@ -387,6 +388,19 @@ class StoreSession:
         """See :meth:`tenure.backends._base.CoreSession.describe_semaphore`."""
         self.check_alive()
         return await self._admin.describe_semaphore(name, owners=owners, waiters=waiters)
+
+    async def describe_semaphore_stale(
+        self, name: str, *, owners: bool, waiters: bool, max_staleness: float
+    ) -> SemaphoreDescription:
+        """See :meth:`tenure.backends._base.StaleDescribing.describe_semaphore_stale`:
+        the store's replicas', where it has any; else the store's own describe."""
+        self.check_alive()
+        admin = self._admin
+        if not isinstance(admin, StaleAdministering):
+            return await admin.describe_semaphore(name, owners=owners, waiters=waiters)
+        return await admin.describe_semaphore_stale(
+            name, owners=owners, waiters=waiters, max_staleness=max_staleness
+        )
 
     async def watch_semaphore(
         self, name: str, *, data: bool, owners: bool, waiters: bool

@@ -2,9 +2,14 @@
 staleness (``max_staleness``: docs/cluster.md, "Reads from standbys").
 
 A client of a cluster given ``max_staleness`` sends its reads (a node's description,
-the listings, who blocks a name, the most contended names) to the doors that are
-not the leader, in turn, each over a connection of its own that a standby's Welcome
-does not turn away; the leader keeps the sessions, the acquires and every change.
+the listings, who blocks a name, the most contended names, a session's describe of a
+semaphore) to the standbys, in turn, each over a connection of its own that a
+standby's Welcome does not turn away; the leader keeps the sessions, the acquires
+and every change. The standbys are the doors of the URL that do not lead, and the
+members the cluster names standbys (ClusterStatus, their advertised addresses: a URL
+may list one door, or a load balancer), asked once when the reads are first used and
+again when every standby known failed (at most once per :data:`SHUN_SECONDS`). A lone
+server (its Welcome names no role) has none: the reads are its own.
 The standby answers from its own state once it has confirmed it fresh enough
 (protocol version 11, :mod:`tenure.server._net.stale_reads`); two rules keep what
 the client reads from going back in time:
@@ -36,8 +41,9 @@ from typing import Final, TypeVar
 
 from tenure._core import Command, Effect
 from tenure._protocol import Reply, Welcome
+from tenure._protocol.cluster import ClusterStatus
 from tenure.backends._link import Door, Link, LinkOptions
-from tenure.errors import UnavailableError, UnsupportedError
+from tenure.errors import TenureError, UnavailableError, UnsupportedError
 
 __all__ = ["SHUN_SECONDS", "STALE_READ_VERSION", "StandbyReads"]
 
@@ -65,11 +71,14 @@ class _ReadHome:
 
 
 class StandbyReads:
-    """A service's reads that allow staleness, spread over the doors that do not lead
-    (module docstring); ``leader``: the service's own link, which answers the rest."""
+    """A service's reads that allow staleness, spread over its standbys (module
+    docstring); ``doors``: the URL's; ``leader``: the service's own link, which answers
+    the rest."""
 
     def __init__(self, doors: Sequence[Door], options: LinkOptions, leader: Link) -> None:
         self.doors = list(doors)
+        #: The standbys the cluster named (ClusterStatus), asked besides :attr:`doors`.
+        self.learnt: list[Door] = []
         self.options = replace(options, accept_standby=True)
         self.leader = leader
         #: The newest log entry a standby's answer held (the next read's ``min_index``).
@@ -80,6 +89,8 @@ class StandbyReads:
         self._opening: dict[str, asyncio.Future[Link]] = {}  # door -> its link being opened
         self._shunned: dict[str, float] = {}  # door -> loop time until which it is not asked
         self._turn = 0
+        self._asked_at = -math.inf  # loop time the cluster was last asked its members
+        self._learning: asyncio.Future[None] | None = None
 
     async def read(
         self, command: Command[R], max_staleness: float, leader: Callable[[], Awaitable[R]]
@@ -87,6 +98,27 @@ class StandbyReads:
         """``command``'s answer from a standby, at most ``max_staleness`` seconds stale
         and never older than what the client was told or read; else ``leader()``'s (the
         read as the service's link sends it, again after a lost connection)."""
+        welcome = self.leader.welcome
+        if welcome is not None and not welcome.role:
+            return await self.from_leader(leader)  # (a lone server: no standby)
+        if self._asked_at == -math.inf:
+            await self.learn()
+        reply = await self._from_standbys(command, max_staleness)
+        loop = asyncio.get_running_loop()
+        if reply is None and loop.time() >= self._asked_at + SHUN_SECONDS:
+            await self.learn()  # (every standby known failed: the cluster may have others)
+            reply = await self._from_standbys(command, max_staleness)
+        if reply is None:
+            return await self.from_leader(leader)
+        return reply.value  # type: ignore[return-value]
+
+    async def from_leader(self, leader: Callable[[], Awaitable[R]]) -> R:
+        """``leader()``'s answer, counted as the leader's (under "" in :attr:`answered`)."""
+        self._count("")
+        return await leader()
+
+    async def _from_standbys(self, command: Command[R], max_staleness: float) -> Reply | None:
+        """``command``'s whole Reply from the first standby that answers it (None: none)."""
         loop = asyncio.get_running_loop()
         for door in self._candidates(loop.time()):
             now = loop.time()
@@ -97,18 +129,56 @@ class StandbyReads:
             except (UnavailableError, UnsupportedError) as error:
                 self._shun(door, loop.time(), error)
                 continue
+            except TenureError:
+                self._count(str(door))  # (answered too: the command's own error)
+                raise
             self.min_index = max(self.min_index, reply.index)
-            self.answered[str(door)] = self.answered.get(str(door), 0) + 1
-            return reply.value  # type: ignore[return-value]
-        self.answered[""] = self.answered.get("", 0) + 1
-        return await leader()
+            self._count(str(door))
+            return reply
+        return None
+
+    def _count(self, door: str) -> None:
+        """One more read answered by ``door`` ("": the leader)."""
+        self.answered[door] = self.answered.get(door, 0) + 1
+
+    async def learn(self) -> None:
+        """Ask the cluster which members stand by (one asking at a time): their
+        advertised addresses join the doors asked (:attr:`learnt`)."""
+        if self._learning is None:
+            self._learning = asyncio.ensure_future(self._learn())
+        learning = self._learning
+        try:
+            await asyncio.shield(learning)  # (a cancelled read leaves it to the others)
+        finally:
+            if learning.done() and self._learning is learning:
+                self._learning = None
+
+    async def _learn(self) -> None:
+        loop = asyncio.get_running_loop()
+        self._asked_at = loop.time()
+        try:
+            view = await self.leader.call(
+                ClusterStatus(), wait_until=loop.time() + self.options.connect_timeout
+            )
+        except TenureError as error:  # (no read access, an old server, none reachable)
+            log.info("reads from standbys: the cluster's members are unknown (%s)", error)
+            return
+        learnt: list[Door] = []
+        for member in view.members:
+            door = self.leader.doors.endpoint_of(member.address)
+            if member.role == "standby" and door is not None and door not in learnt:
+                learnt.append(door)
+        self.learnt = learnt
 
     def _candidates(self, now: float) -> list[Door]:
-        """The doors to ask, in turn from the next one: not the leader's, not shunned."""
+        """The doors to ask, in turn from the next one: the URL's and the standbys
+        learnt, not the leader's, not shunned."""
         leading = str(self.leader.endpoint) if self.leader.connected else ""
+        listed = {str(door) for door in self.doors}
+        known = [*self.doors, *(door for door in self.learnt if str(door) not in listed)]
         doors = [
             door
-            for door in self.doors
+            for door in known
             if str(door) != leading and self._shunned.get(str(door), -math.inf) <= now
         ]
         if not doors:
@@ -150,7 +220,9 @@ class StandbyReads:
             task.add_done_callback(_retrieved)
 
     async def aclose(self) -> None:
-        """Close every read connection."""
+        """Close every read connection (and stop asking the cluster its members)."""
+        if self._learning is not None:
+            self._learning.cancel()
         links, self._links = list(self._links.values()), {}
         for link in links:
             await link.aclose()

@@ -58,6 +58,7 @@ __all__ = [
     "SessionLosses",
     "SessionView",
     "SessionWork",
+    "StaleAdministering",
     "Store",
     "Watching",
     "Withdrawal",
@@ -330,6 +331,18 @@ class Reserving(Protocol):
         self, name: str, count: float, max_wait: float | None
     ) -> RateReservation:
         """See :meth:`tenure.backends._base.RateReservations.reserve_units`."""
+
+
+@runtime_checkable
+class StaleAdministering(Protocol):
+    """What a store's :class:`Administering` adds where a replica may answer its
+    describes (``tenure://``'s, over a cluster's standbys; elsewhere the session
+    describes fresh, which is within any staleness)."""
+
+    async def describe_semaphore_stale(
+        self, name: str, *, owners: bool, waiters: bool, max_staleness: float
+    ) -> SemaphoreDescription:
+        """See :meth:`tenure.backends._base.StaleDescribing.describe_semaphore_stale`."""
 
 
 class Watching(Protocol):

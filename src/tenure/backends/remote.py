@@ -49,8 +49,7 @@ import asyncio
 import copy
 import heapq
 import secrets
-from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from collections.abc import Awaitable, Callable, Mapping
 from typing import ClassVar, Final, TypeVar
 
 from tenure._core import (
@@ -60,7 +59,6 @@ from tenure._core import (
     CreateSession,
     DescribeNode,
     DropNode,
-    Effect,
     KillSession,
     ListNodes,
     ListSemaphores,
@@ -78,22 +76,22 @@ from tenure._core.rendezvous import hash64
 from tenure._core.top_report import TopReport
 from tenure._core.values import SemaphoreSummary, SessionSummary
 from tenure._core.why_report import WhyReport
-from tenure._protocol import Welcome
 from tenure._protocol.admin import FilesReloaded
-from tenure._protocol.cluster import ClusterStatus, ClusterView, MemberView
+from tenure._protocol.cluster import ClusterView, MemberView
 from tenure.backends._base import Capability, SessionListener, SessionTicket
+from tenure.backends._cells import Cells, service_cells
 from tenure.backends._engine import engine_session
-from tenure.backends._link import Door, Doors, Link, LinkOptions, describe_error
+from tenure.backends._link import Doors
 from tenure.backends._opener import NewSession, SessionFactory
 from tenure.backends._options import WITHDRAW_WAIT
 from tenure.backends._remote_admin import DoorReload, read_backup, reload_servers
 from tenure.backends._remote_session import RemoteStore, Shard
+from tenure.backends._remote_status import DoorStatus, cluster_status
 from tenure.backends._remote_url import CLOSE_WAIT, parse
 from tenure.backends._session import StoreSession
 from tenure.backends._standby_reads import StandbyReads
 from tenure.errors import (
-    TenureError,
-    UnavailableError,
+    WrongCellError,
 )
 
 R = TypeVar("R")
@@ -132,20 +130,34 @@ class TenureBackend(SessionFactory):
         withdraw_wait: float = WITHDRAW_WAIT,
         close_wait: float = CLOSE_WAIT,
         max_staleness: float | None = None,
+        cells: Cells | None = None,
     ) -> None:
         """``max_staleness``: seconds a read may be stale, answered by a standby of a
-        cluster of several doors (None: every read is the leader's)."""
-        self.shards = shards
+        cluster of several doors (None: every read is the leader's); ``cells``: the
+        cells of a service of several (``shards`` is then the first cell's, and each
+        cell gets one: :mod:`tenure.backends._cells`)."""
+        self._shards = shards
+        #: The cells of a service of several (None: one service, or independent shards).
+        self.cells = cells
         self.withdraw_wait = withdraw_wait
         self.max_staleness = max_staleness
-        #: A cluster's standbys, for the reads that may be stale (None: the leader's).
+        #: A cluster's standbys, for the reads that may be stale (None: independent
+        #: shards, or cells, each with its own). Its doors are the URL's, and the
+        #: standbys the cluster names (one door, a load balancer's, is enough).
         self.standby_reads: StandbyReads | None = None
-        if len(shards) == 1 and len(shards[0].link.doors.doors) > 1:  # (opened when asked)
+        if cells is None and len(shards) == 1:
             link = shards[0].link
             self.standby_reads = StandbyReads(link.doors.doors, link.options, link)
         #: Seconds :meth:`aclose` may wait to close the sessions given up (``close_wait``).
         self.close_wait = close_wait
         self._closed = False
+
+    @property
+    def shards(self) -> list[Shard]:
+        """Every shard: each cell's, or the independent shards, or the one service."""
+        if self.cells is not None:
+            return list(self.cells.shards.values())
+        return self._shards
 
     @property
     def capabilities(self) -> frozenset[Capability]:
@@ -157,21 +169,24 @@ class TenureBackend(SessionFactory):
         is sent no task) and looks for deadlocks (its Welcome says so)."""
         found = CAPABILITIES
         welcomes = [shard.link.welcome for shard in self.shards]
+        if self.cells is not None:  # (a cell still connecting says nothing yet)
+            welcomes = [welcome for welcome in welcomes if welcome is not None]
         oldest = min((w.version if w is not None else 0 for w in welcomes), default=0)
         for version, added in SINCE_VERSION.items():
             if oldest >= version:
                 found |= added
         if oldest >= 6 and all(w is not None and w.deadlock_detection for w in welcomes):
             found |= {Capability.DEADLOCK_DETECTION}
-        if len(self.shards) == 1:
-            welcome = welcomes[0]
-            if welcome is not None and welcome.role:
-                return found | {Capability.REPLICATED}
+        replicated = all(welcome is not None and welcome.role for welcome in welcomes)
+        if replicated and (len(self.shards) == 1 or self.cells is not None):  # (each cell's)
+            return found | {Capability.REPLICATED}
         return found
 
     def shard_for(self, node: str) -> Shard:
-        """The shard that holds ``node``: the only one, or, sharded, the one rendezvous
-        hashing picks (stable across clients)."""
+        """The shard that holds ``node``: the only one, its cell's as far as this client
+        knows, or, sharded, the one rendezvous hashing picks (stable across clients)."""
+        if self.cells is not None:
+            return self.cells.shard_for(node)
         if len(self.shards) == 1:
             return self.shards[0]
 
@@ -180,9 +195,43 @@ class TenureBackend(SessionFactory):
         # as it always was here: the partitions' rendezvous hashing shares it.)
         return max(self.shards, key=lambda shard: hash64(str(shard.link.doors), node))
 
+    async def _route(self, node: str, send: Callable[[Shard], Awaitable[R]]) -> tuple[Shard, R]:
+        """``send(shard)`` to ``node``'s shard: of a service of several cells, its cell's
+        (again where a ``WRONG_CELL`` answer points: :meth:`Cells.on_node`; the first
+        such answer of a service that had one cell when the client connected makes the
+        client learn its cells); that shard and the answer."""
+        cells = self.cells
+        if cells is None:
+            shard = self.shard_for(node)
+            try:
+                return shard, await send(shard)
+            except WrongCellError:
+                cells = await self._learn_cells()
+                if cells is None:
+                    raise
+        return await cells.on_node(node, send)
+
+    async def _learn_cells(self) -> Cells | None:
+        """The cells of the service, once it has several (None: it has not, or these
+        are independent shards)."""
+        if self.cells is None and len(self._shards) == 1:
+            first = self._shards[0]
+            view = await service_cells(first)
+            if self.cells is None and view is not None and len(Cells.cells_in(view)) > 1:
+                self.cells = Cells(first, view, first.link.options)
+        if self.cells is not None:
+            await self.cells.learn()
+        return self.cells
+
+    async def _on(self, node: str, command: Command[R], *, resend: bool) -> R:
+        """``command`` sent to ``node``'s shard (:meth:`_route`); sent again after a
+        lost connection only if ``resend``."""
+        _, answer = await self._route(node, lambda shard: shard.call(command, resend=resend))
+        return answer
+
     async def create_node(self, name: str, config: NodeConfig) -> None:
         """Create a node on its shard."""
-        await self.shard_for(name).call(CreateNode(name, config), resend=False)
+        await self._on(name, CreateNode(name, config), resend=False)
 
     def reading(self, max_staleness: float) -> TenureBackend:
         """This backend, its reads allowed ``max_staleness`` seconds of staleness (a
@@ -191,26 +240,39 @@ class TenureBackend(SessionFactory):
         view.max_staleness = max_staleness
         return view
 
+    def _standbys(self, shard: Shard) -> StandbyReads | None:
+        """The standbys of ``shard``'s service, for its reads that allow staleness (its
+        cell's, of a service of several; None: none)."""
+        if self.cells is not None:
+            return self.cells.standby_reads(shard)
+        return self.standby_reads
+
     async def _read(self, shard: Shard, command: Command[R]) -> R:
         """A read: a standby's, if the client allows staleness and one answers
         (:mod:`tenure.backends._standby_reads`); else ``shard``'s (sent again after a
         lost connection)."""
-        reads, staleness = self.standby_reads, self.max_staleness
+        staleness = self.max_staleness
+        reads = None if staleness is None else self._standbys(shard)
         if reads is None or staleness is None:
             return await shard.call(command, resend=True)
         return await reads.read(command, staleness, lambda: shard.call(command, resend=True))
 
+    async def _read_node(self, node: str, command: Command[R]) -> R:
+        """A read of ``node``'s (:meth:`_read`), from its shard (:meth:`_route`)."""
+        _, answer = await self._route(node, lambda shard: self._read(shard, command))
+        return answer
+
     async def describe_node(self, name: str) -> NodeDescription:
         """Describe a node."""
-        return await self._read(self.shard_for(name), DescribeNode(name))
+        return await self._read_node(name, DescribeNode(name))
 
     async def alter_node(self, name: str, changes: Mapping[str, object]) -> NodeDescription:
         """Change node settings."""
-        return await self.shard_for(name).call(AlterNode(name, dict(changes)), resend=True)
+        return await self._on(name, AlterNode(name, dict(changes)), resend=True)
 
     async def drop_node(self, name: str, force: bool) -> None:
         """Drop a node."""
-        await self.shard_for(name).call(DropNode(name, force), resend=False)
+        await self._on(name, DropNode(name, force), resend=False)
 
     async def list_nodes(self, *, after: str, limit: int) -> list[str]:
         """A page of node names: each shard's page, merged (a node lives on one shard)."""
@@ -222,17 +284,17 @@ class TenureBackend(SessionFactory):
     ) -> list[SemaphoreSummary]:
         """A page of the node's semaphores (from the node's shard)."""
         command = ListSemaphores(node, prefix, after, limit)
-        return list((await self._read(self.shard_for(node), command)).semaphores)
+        return list((await self._read_node(node, command)).semaphores)
 
     async def list_sessions(self, node: str, *, after: int, limit: int) -> list[SessionSummary]:
         """A page of the node's live sessions (from the node's shard)."""
         command = ListSessions(node, after, limit)
-        return list((await self._read(self.shard_for(node), command)).sessions)
+        return list((await self._read_node(node, command)).sessions)
 
     async def why(self, node: str, name: str, *, after: int, limit: int) -> WhyReport:
         """Who blocks ``name`` of ``node`` (from the node's shard; a read: sent again
         after a lost connection)."""
-        return await self._read(self.shard_for(node), WhyName(node, name, after, limit))
+        return await self._read_node(node, WhyName(node, name, after, limit))
 
     async def top(self, node: str, *, window: float, sort: str, limit: int) -> TopReport:
         """The most contended names: of ``node``, from its shard; of every node (``""``),
@@ -240,7 +302,7 @@ class TenureBackend(SessionFactory):
         sent again after a lost connection."""
         command = TopNames(node, window, sort, limit)
         if node:
-            return await self._read(self.shard_for(node), command)
+            return await self._read_node(node, command)
         reports = [await self._read(shard, command) for shard in self.shards]
         return reports[0] if len(reports) == 1 else merge_reports(reports, limit)
 
@@ -250,7 +312,7 @@ class TenureBackend(SessionFactory):
         Not sent again after a lost connection: the first may have ended it already,
         and a second would then say NotFoundError.
         """
-        await self.shard_for(node).call(KillSession(node, session_id), resend=False)
+        await self._on(node, KillSession(node, session_id), resend=False)
 
     async def release_claim(self, node: str, name: str, claim_id: str) -> bool:
         """Release a claim by its id (ReleaseClaim, version 6: UnsupportedError from an
@@ -258,14 +320,13 @@ class TenureBackend(SessionFactory):
         it would make the second say False (UnavailableError says the outcome is
         unknown; a caller that sends it again reads False as "not live now")."""
         command = ReleaseClaim(node, name, claim_id)
-        return await self.shard_for(node).call(command, resend=False)
+        return await self._on(node, command, resend=False)
 
     async def create_session(self, asked: NewSession, listener: SessionListener) -> StoreSession:
         """Open a session on the node's shard (a session lost in transit expires there)."""
-        shard = self.shard_for(asked.node)
         key = secrets.token_bytes(16)
         create = CreateSession(asked.node, key, asked.timeout, asked.description, asked.identity)
-        info = await shard.call(create, resend=True)
+        shard, info = await self._at(asked.node, create)
         return self._attached(shard, asked.node, info, key, listener)
 
     async def resume_session(
@@ -275,9 +336,8 @@ class TenureBackend(SessionFactory):
         connection: taking it twice is taking it once): the server moves it to this
         connection, withdraws its waits, and tells its previous connection that it
         ended; this client then owns its holds."""
-        shard = self.shard_for(node)
         command = ResumeSession(ticket.session_id, ticket.secret, node)
-        info = await shard.call(command, resend=True)
+        shard, info = await self._at(node, command)
         session = self._attached(shard, node, info, ticket.secret, listener)
         try:
             session.adopt(await shard.sessions[info.session_id].commands.holds())
@@ -286,10 +346,16 @@ class TenureBackend(SessionFactory):
             raise
         return session
 
+    async def _at(self, node: str, command: Command[R]) -> tuple[Shard, R]:
+        """``command`` (sent again after a lost connection) to ``node``'s shard: that
+        shard (its cell's, :meth:`_on`) and the answer."""
+        return await self._route(node, lambda shard: shard.call(command, resend=True))
+
     def _attached(
         self, shard: Shard, node: str, info: SessionInfo, key: bytes, listener: SessionListener
     ) -> StoreSession:
-        store = RemoteStore(shard, node, info, key)
+        # (The standbys looked up at each read: the client may learn cells meanwhile.)
+        store = RemoteStore(shard, node, info, key, lambda: self._standbys(shard))
         session = engine_session(
             store, listener, "tenure", node, info, self.withdraw_wait, self.capabilities
         )
@@ -307,6 +373,8 @@ class TenureBackend(SessionFactory):
         await asyncio.gather(*(store.session.close() for store in stores), return_exceptions=True)
         if self.standby_reads is not None:
             await self.standby_reads.aclose()
+        if self.cells is not None:
+            await self.cells.aclose()
         await asyncio.gather(*(shard.aclose(until) for shard in self.shards))
 
 
@@ -331,82 +399,25 @@ async def open_backend(url: str, options: Mapping[str, object]) -> TenureBackend
         for shard in opened:
             await shard.aclose()
         raise
+    cells = None
+    if not settings.sharded:  # (a service of several cells: a shard per cell)
+        try:
+            view = await service_cells(shards[0])
+            if view is not None and len(Cells.cells_in(view)) > 1:
+                cells = Cells(shards[0], view, settings.link)
+                await cells.learn()
+        except BaseException:
+            await asyncio.gather(
+                *(shard.aclose() for shard in (cells.shards.values() if cells else shards))
+            )
+            raise
     return TenureBackend(
         shards,
         withdraw_wait=settings.withdraw_wait,
         close_wait=settings.close_wait,
         max_staleness=settings.max_staleness,
+        cells=cells,
     )
-
-
-# -- tenure cluster status ----------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class DoorStatus:
-    """What one door of a URL answered to ClusterStatus (:func:`cluster_status`).
-
-    ``door``: its address as the URL writes it; ``role``: what its Welcome said
-    (``leader``, ``standby``; ``""`` for a standalone server; None if no handshake
-    was completed); ``view``: the cluster as it sees it, or None and ``error``: why
-    not (unreachable, refused, not part of a cluster: UnsupportedError).
-    """
-
-    door: str
-    role: str | None = None
-    view: ClusterView | None = None
-    error: TenureError | None = None
-
-
-class _StatusLinkHome:
-    """The home of a link that only asks about the cluster: nothing to route or re-attach."""
-
-    def push(self, effect: Effect) -> None:
-        """No session lives on this link: nothing is pushed to it."""
-
-    async def connected(self, welcome: Welcome) -> None:
-        """Nothing to set up."""
-
-    def disconnected(self) -> None:
-        """Nothing to freeze."""
-
-
-async def cluster_status(url: str, options: Mapping[str, object]) -> list[DoorStatus]:
-    """Ask each door of ``url`` (standbys too) about its cluster, all at once; one
-    :class:`DoorStatus` per door, in the URL's order (``sharded`` is ignored).
-
-    Each door gets a connection of its own, which a standby's Welcome does not turn
-    away, and is sent ClusterStatus once: what one door says is never taken for
-    another's.
-    """
-    settings = parse(url, options)
-    link_options = replace(settings.link, accept_standby=True)
-    return list(
-        await asyncio.gather(*(_ask(endpoint, link_options) for endpoint in settings.endpoints))
-    )
-
-
-async def _ask(endpoint: Door, options: LinkOptions) -> DoorStatus:
-    link = Link(endpoint, options, _StatusLinkHome())
-    role: str | None = None
-    try:
-        await link.open()
-        role = link.welcome.role if link.welcome is not None else None
-        seconds = options.connect_timeout
-        try:
-            async with asyncio.timeout(seconds):
-                view = await link.call(ClusterStatus())
-        except TimeoutError:
-            why = f"{endpoint} did not answer ClusterStatus within {seconds:g} s"
-            return DoorStatus(str(endpoint), role, error=UnavailableError(why))
-        return DoorStatus(str(endpoint), role, view)
-    except TenureError as error:
-        return DoorStatus(str(endpoint), role, error=error)
-    except OSError as error:  # (not one of ours: said as a connection's failure)
-        said = UnavailableError(f"cannot connect to {endpoint}: {describe_error(error)}")
-        return DoorStatus(str(endpoint), role, error=said)
-    finally:
-        await link.aclose()
 
 
 __all__ = [

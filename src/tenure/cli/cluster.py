@@ -3,7 +3,8 @@
 Each door of ``--url`` is asked on a connection of its own (a standby answers
 too), through :func:`tenure.backends.remote.cluster_status`, imported when the
 command runs: the CLI otherwise stays on the public API, and this is the one
-command that speaks to servers rather than to a backend.
+command that speaks to servers rather than to a backend. A service of several cells
+(``--cell``) is shown cell by cell (:mod:`tenure.cli._cluster_cells`).
 
 Layer (CONTRIBUTING.md): this module may also import tenure.backends.remote (lazily).
 """
@@ -18,6 +19,20 @@ from rich.text import Text
 
 from tenure.cli import _render
 from tenure.cli._auth_token import connect_token, redact
+from tenure.cli._cluster_cells import (
+    LEADER,
+    CellStatus,
+    cell_of,
+    cells_json,
+    cells_parts,
+    cells_status,
+    is_service,
+    members_json,
+    members_table,
+    no_leader,
+    service_view,
+    shown_view,
+)
 from tenure.cli._common import (
     CLIENT_NAME,
     CommandFailedError,
@@ -33,8 +48,6 @@ from tenure.cli._status import Status
 if TYPE_CHECKING:
     from tenure.backends.remote import ClusterView, DoorStatus
 
-#: Welcome.role of a cluster's leader (tenure._protocol's word, said here as text).
-LEADER = "leader"
 #: Welcome.role of a server that is not part of a cluster.
 STANDALONE = ""
 #: What a standalone server is, in the words of ``tenure cluster status``.
@@ -58,6 +71,10 @@ def status(url: str, as_json: bool, **flags: Any) -> int:
     be asked, and why. Exit status 0 when every door answered and one of them
     leads, 1 when none of those that answered leads, 3 when a door could not be
     asked (down, refused, or a server that is not part of a cluster).
+
+    A service of several cells (--cell) is shown cell by cell, each cell from the
+    answer of one of its members if a door of it answered, else from its records in
+    the service's directory; exit status 1 then when a cell has no leader.
     """
     if urlsplit(url).scheme.lower() not in ("tenure", "tenures"):
         raise click.BadParameter(
@@ -76,36 +93,37 @@ def status(url: str, as_json: bool, **flags: Any) -> int:
         return await cluster_status(url, options)
 
     doors = run(main())
-    view = shown_view(doors)
-    verdict, why = judge(doors, view)
+    cells = cells_status(doors)
+    service = cells if is_service(doors) else None
+    view = shown_view(doors) if service is None else service_view(doors, service)
+    verdict, why = judge(doors, view, service)
     if as_json:
-        print_json(status_json(doors, view, verdict))
+        print_json(status_json(doors, view, verdict, cells))
         return verdict
     out = _render.console()
-    for part in status_parts(doors, view):
+    for part in status_parts(doors, view, service):
         out.print(part)
     if verdict != Status.OK:
         raise CommandFailedError(why, verdict)
     return Status.OK
 
 
-def shown_view(doors: list[DoorStatus]) -> ClusterView | None:
-    """The view to show: the leader's own if it answered, else the latest (by term, index)."""
-    views = [(door.role == LEADER, door.view) for door in doors if door.view is not None]
-    if not views:
-        return None
-    return max(views, key=lambda seen: (seen[0], seen[1].term, seen[1].index))[1]
-
-
-def judge(doors: list[DoorStatus], view: ClusterView | None) -> tuple[Status, str]:
-    """The exit status, and why it is not OK (see :func:`status`)."""
+def judge(
+    doors: list[DoorStatus], view: ClusterView | None, cells: list[CellStatus] | None = None
+) -> tuple[Status, str]:
+    """The exit status, and why it is not OK (see :func:`status`); ``cells``: a
+    service's, each judged on its own (None: one cluster)."""
     failed = [door for door in doors if door.view is None]
     if view is None:
         alone = standalone(doors)
         if alone and len(alone) == len(doors):
             return Status.FAILED, f"{_listed(alone)} {STANDALONE_WORDS}, not part of a cluster"
         return Status.FAILED, f"no door of the cluster answered ({door_errors(failed)})"
-    if not any(door.role == LEADER for door in doors if door.view is not None):
+    if cells is not None:
+        leaderless = [no_leader(cell) for cell in cells if not cell.leads]
+        if leaderless:
+            return Status.BUSY, f"a cell has no leader: {'; '.join(leaderless)}"
+    elif not any(door.role == LEADER for door in doors if door.view is not None):
         known = f"the members name {view.leader!r}" if view.leader else "no member leads"
         return Status.BUSY, f"no door that answered leads ({known})"
     if failed:
@@ -147,27 +165,14 @@ def answer_text(door: DoorStatus) -> str:
     return error_text(door)
 
 
-def members_json(view: ClusterView) -> list[dict[str, object]]:
-    """Each member as JSON, with its lag behind the log (``index - applied``)."""
-    return [
-        {
-            "name": member.name,
-            "role": member.role,
-            "address": member.address,
-            "applied": member.applied,
-            "lag": max(0, view.index - member.applied),
-            "age": member.age,
-            "http": member.http or None,
-            "ydb": member.ydb or None,
-        }
-        for member in view.members
-    ]
-
-
 def status_json(
-    doors: list[DoorStatus], view: ClusterView | None, verdict: Status
+    doors: list[DoorStatus],
+    view: ClusterView | None,
+    verdict: Status,
+    cells: list[CellStatus] | None = None,
 ) -> dict[str, object]:
-    """``tenure cluster status --json``'s document."""
+    """``tenure cluster status --json``'s document: the keys of one cluster are those of
+    ``view`` (in a service, its cell's: ``cell``), ``cells`` every cell's."""
     return {
         "ok": verdict == Status.OK,
         "cluster": None if view is None else view.cluster,
@@ -175,7 +180,9 @@ def status_json(
         "term": None if view is None else view.term,
         "index": None if view is None else view.index,
         "answered_by": None if view is None else view.answered_by,
-        "members": [] if view is None else members_json(view),
+        "members": [] if view is None else members_json(view.members, view.index),
+        "cell": None if view is None else cell_of(view),
+        "cells": cells_json(cells or []),
         "doors": [
             {
                 "door": door.door,
@@ -189,8 +196,11 @@ def status_json(
     }
 
 
-def status_parts(doors: list[DoorStatus], view: ClusterView | None) -> list[Any]:
-    """What the command prints: a heading, the members, the doors."""
+def status_parts(
+    doors: list[DoorStatus], view: ClusterView | None, cells: list[CellStatus] | None = None
+) -> list[Any]:
+    """What the command prints: a heading, the members, the doors (``cells``: a
+    service's, shown cell by cell in place of the heading and the members)."""
     parts: list[Any] = []
     alone = standalone(doors)
     if view is None and alone and len(alone) == len(doors):
@@ -206,6 +216,8 @@ def status_parts(doors: list[DoorStatus], view: ClusterView | None) -> list[Any]
         )
     elif view is None:
         parts.append(Text("no door answered: the cluster's state is unknown"))
+    elif cells is not None:
+        parts += cells_parts(view.cluster, cells)
     else:
         # What the servers say is shown as text (no markup), control characters escaped.
         leader = f"leader {view.leader} (term {view.term})" if view.leader else "no leader"
@@ -214,36 +226,19 @@ def status_parts(doors: list[DoorStatus], view: ClusterView | None) -> list[Any]
             f"(as {view.answered_by} sees it)"
         )
         parts.append(Text(_render.safe(heading)))
-        parts.append(
-            _render.table(
-                "members",
-                ["name", "role", "address", "applied", "lag", "age"],
-                (
-                    [
-                        member.name,
-                        member.role,
-                        member.address,
-                        str(member.applied),
-                        str(max(0, view.index - member.applied)),
-                        _render.duration_text(member.age),
-                    ]
-                    for member in view.members
-                ),
-            )
-        )
-    parts.append(
-        _render.table(
-            "doors",
-            ["door", "role", "member", "answer"],
-            (
-                [
-                    door.door,
-                    door.role or ("standalone" if door.role == "" else "-"),
-                    door.view.answered_by if door.view is not None else "-",
-                    answer_text(door),
-                ]
-                for door in doors
-            ),
-        )
-    )
+        parts.append(members_table("members", view.members, view.index))
+    parts.append(doors_table(doors, with_cells=cells is not None))
     return parts
+
+
+def doors_table(doors: list[DoorStatus], *, with_cells: bool) -> Any:
+    """Each door: its role, the member that answered (and its cell, ``with_cells``),
+    what it answered."""
+    columns = ["door", "role", "member", *(["cell"] if with_cells else []), "answer"]
+    rows = []
+    for door in doors:
+        member = door.view.answered_by if door.view is not None else "-"
+        cell = [cell_of(door.view) if door.view is not None else "-"] if with_cells else []
+        role = door.role or ("standalone" if door.role == "" else "-")
+        rows.append([door.door, role, member, *cell, answer_text(door)])
+    return _render.table("doors", columns, rows)

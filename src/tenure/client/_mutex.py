@@ -17,6 +17,7 @@ from tenure.client._lease import Lock
 from tenure.client._opening import Opening
 from tenure.client._recipe_session import RecipeSession
 from tenure.client._reentrant import max_depth as checked_max_depth
+from tenure.client._semaphore import describe_semaphore
 from tenure.errors import NotFoundError
 
 
@@ -118,16 +119,17 @@ class Mutex:
         except TimeoutError:
             return None
 
-    async def describe(self) -> MutexDescription:
+    async def describe(self, *, max_staleness: float | None = None) -> MutexDescription:
         """Whether the mutex is held, by whom (session, description, identity, since
         when, token), and who waits, in service order.
 
         A free mutex is ``held=False`` (not NotFoundError: it only exists while held
-        or awaited).
+        or awaited). ``max_staleness``: a replica may answer, as
+        :meth:`tenure.Semaphore.describe` says.
         """
         try:
-            state = await lowlevel.backend_session(self.session).describe_semaphore(
-                self.name, owners=True, waiters=True
+            state = await describe_semaphore(
+                self.session, self.name, owners=True, waiters=True, max_staleness=max_staleness
             )
         except NotFoundError:
             return MutexDescription(self.name, held=False, owner=None)

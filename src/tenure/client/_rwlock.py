@@ -20,6 +20,7 @@ from tenure.client._args import Data
 from tenure.client._lease import ReadLock, WriteLock
 from tenure.client._opening import Opening
 from tenure.client._recipe_session import NamedRecipe, RecipeSession
+from tenure.client._semaphore import describe_semaphore
 from tenure.errors import NotFoundError
 
 
@@ -96,15 +97,16 @@ class RWLock(NamedRecipe):
         except TimeoutError:
             return None
 
-    async def describe(self) -> RWLockDescription:
+    async def describe(self, *, max_staleness: float | None = None) -> RWLockDescription:
         """Who reads, who writes, and who waits (readers and writers, in service order).
 
         A free lock is described with no readers and no writer (not NotFoundError: it
-        only exists while held or awaited).
+        only exists while held or awaited). ``max_staleness``: a replica may answer, as
+        :meth:`tenure.Semaphore.describe` says.
         """
         try:
-            state = await lowlevel.backend_session(self.session).describe_semaphore(
-                self.name, owners=True, waiters=True
+            state = await describe_semaphore(
+                self.session, self.name, owners=True, waiters=True, max_staleness=max_staleness
             )
         except NotFoundError:
             return RWLockDescription(self.name, readers=(), writer=None)

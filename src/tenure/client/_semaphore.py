@@ -6,7 +6,13 @@ from collections.abc import AsyncGenerator
 
 from tenure import lowlevel
 from tenure._core.values import SemaphoreDescription
-from tenure.backends._base import CreateWrite, DeleteWrite, SwapWrite, UpdateWrite
+from tenure.backends._base import (
+    CreateWrite,
+    DeleteWrite,
+    StaleDescribing,
+    SwapWrite,
+    UpdateWrite,
+)
 from tenure.client import _args, _forks
 from tenure.client._args import Data
 from tenure.client._lease import Lease, open_lease
@@ -81,13 +87,28 @@ class Semaphore(NamedRecipe):
             return None
 
     async def describe(
-        self, *, owners: bool = False, waiters: bool = False
+        self,
+        *,
+        owners: bool = False,
+        waiters: bool = False,
+        max_staleness: float | None = None,
     ) -> SemaphoreDescription:
-        """The semaphore's limit, count and data, and its owners and waiters if asked."""
+        """The semaphore's limit, count and data, and its owners and waiters if asked.
+
+        ``max_staleness`` (seconds, 0 to 3600): a replica may answer, that stale at
+        most, never older than what this client wrote or was told (a cluster's
+        standbys: docs/cluster.md, "Reads from standbys"); a backend with none answers
+        fresh. None (the default, whatever the client's URL says): the session's own
+        read, fresh.
+
+        Raises:
+            NotFoundError: the semaphore does not exist.
+            InvalidArgumentError: a bad ``max_staleness``.
+        """
         owners = _args.flag("owners", owners)
         waiters = _args.flag("waiters", waiters)
-        return await lowlevel.backend_session(self.session).describe_semaphore(
-            self.name, owners=owners, waiters=waiters
+        return await describe_semaphore(
+            self.session, self.name, owners=owners, waiters=waiters, max_staleness=max_staleness
         )
 
     async def update(self, data: Data) -> None:
@@ -134,6 +155,26 @@ class Semaphore(NamedRecipe):
         owners = _args.flag("owners", owners)
         waiters = _args.flag("waiters", waiters)
         return watch_semaphore(self.session, self.name, data=data, owners=owners, waiters=waiters)
+
+
+async def describe_semaphore(
+    session: RecipeSession, name: str, *, owners: bool, waiters: bool, max_staleness: object
+) -> SemaphoreDescription:
+    """``name`` described through ``session``'s backend session: given ``max_staleness``
+    (checked: seconds, 0 to 3600), by a replica where the session has any
+    (:class:`~tenure.backends.StaleDescribing`); else by the session's own read, as
+    :meth:`Semaphore.describe` says.
+
+    Raises:
+        InvalidArgumentError: ``max_staleness`` is not None nor 0 to 3600 seconds.
+    """
+    seconds = _args.max_staleness(max_staleness)
+    backend = lowlevel.backend_session(session)
+    if seconds is not None and isinstance(backend, StaleDescribing):
+        return await backend.describe_semaphore_stale(
+            name, owners=owners, waiters=waiters, max_staleness=seconds
+        )
+    return await backend.describe_semaphore(name, owners=owners, waiters=waiters)
 
 
 async def watch_semaphore(

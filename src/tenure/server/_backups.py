@@ -84,6 +84,8 @@ class BackupSource:
     instance_id: bytes
     version: str
     cluster: str | None = None
+    #: The leader's ``--cell`` and ``--cell-etcd`` (where its cell's state is).
+    cell: tuple[str, str] = ("default", "")
     max_nodes: int = 0
     spawn: Callable[[dict[str, object]], Awaitable[Spawned]] | None = None
 
@@ -120,6 +122,8 @@ class BackupStream:
             self._asked = {
                 "act": "backup",
                 "cluster": source.cluster,
+                "cell": source.cell[0],
+                "cell_etcd": source.cell[1],
                 "version": source.version,
                 "max_nodes": source.max_nodes,
             }

@@ -27,7 +27,8 @@ from importlib import import_module
 from types import ModuleType
 from typing import Any, Final
 
-from tenure.server._config.serve_config import ServeConfig, check_ports, every_row
+from tenure.server._config.cluster_settings import DEFAULT_CELL
+from tenure.server._config.serve_config import ConfigError, ServeConfig, check_ports, every_row
 from tenure.server._config.setting import Setting
 from tenure.server.plug import FaceEntry, FaceFactory, FaceObserver, FaceSettings
 
@@ -84,7 +85,10 @@ def every_setting() -> tuple[Setting, ...]:
 
 
 def enabled(config: ServeConfig) -> list[FaceEntry[Any]]:
-    """The faces ``config`` turns on, in order."""
+    """The faces ``config`` turns on, in order: none on a member of a cell other than
+    ``default`` (a face serves the nodes of one state; docs/cluster.md, "Cells")."""
+    if config.cluster and config.cell != DEFAULT_CELL:
+        return []
     return [face for face in entries() if face.enabled(face.typed(config))]
 
 
@@ -99,6 +103,14 @@ def check(config: ServeConfig) -> None:
     Raises:
         ConfigError: naming the setting, or the extra to install.
     """
+    if config.cluster and config.cell != DEFAULT_CELL:
+        for face in entries():
+            if face.port(config):
+                raise ConfigError(
+                    f"{face.flag} with --cell {config.cell}: the faces of other lock "
+                    f"services run on the members of cell {DEFAULT_CELL} only (each "
+                    "serves the nodes of its member's cell)"
+                )
     faces = enabled(config)
     check_ports(config, [(face.flag, face.port(config)) for face in faces])
     for face in faces:

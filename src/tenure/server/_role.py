@@ -16,8 +16,9 @@ from typing import Final, Protocol
 
 from tenure._protocol.cluster import ClusterView
 from tenure._protocol.messages import LEADER, STANDALONE, STANDBY
+from tenure.errors import WrongCellError
 
-__all__ = ["LEADER", "STANDALONE", "STANDALONE_ROLE", "STANDBY", "Fresh", "Role"]
+__all__ = ["LEADER", "STANDALONE", "STANDALONE_ROLE", "STANDBY", "Fresh", "Places", "Role"]
 
 
 class Fresh(Protocol):
@@ -35,6 +36,39 @@ class Fresh(Protocol):
 
         Raises:
             UnavailableError: not confirmed within ``timeout`` seconds.
+        """
+        ...
+
+
+class Places(Protocol):
+    """Which cell of the service serves each node (docs/cluster.md, "Cells"): the
+    directory as this member knows it
+    (:class:`tenure.server._cluster.directory.ServiceDirectory`)."""
+
+    @property
+    def cell(self) -> str:
+        """This member's cell."""
+        ...
+
+    def elsewhere(self, node: str) -> WrongCellError | None:
+        """The error that sends ``node``'s requests to the other cell that serves it
+        (None: this cell serves it, or no cell does)."""
+        ...
+
+    async def claim(self, node: str) -> tuple[WrongCellError | None, bool]:
+        """Place ``node`` on this cell unless a cell serves it already: the error that
+        sends it elsewhere (None: this cell's), and whether this claim placed it.
+
+        Raises:
+            UnavailableError: the directory could not be reached.
+        """
+        ...
+
+    async def release(self, node: str) -> None:
+        """Remove ``node``'s place if it is this cell's (dropped, or never created).
+
+        Raises:
+            UnavailableError: the directory could not be reached.
         """
         ...
 
@@ -68,6 +102,11 @@ class Role(Protocol):
         it is no standby)."""
         ...
 
+    @property
+    def places(self) -> Places | None:
+        """Which cell serves each node of the service (None: not part of a cluster)."""
+        ...
+
 
 class _Standalone:
     """The role of a server that is not part of a cluster: it serves everything."""
@@ -75,6 +114,7 @@ class _Standalone:
     name = STANDALONE
     leading = True
     freshness = None
+    places = None
 
     def leader(self, face: str = "native") -> str | None:
         """None: no other server exists."""

@@ -266,6 +266,7 @@ class Server:
         self._stopping = True
         self.long_holds.stop()
         self.native.stale.cancel()
+        self.native.cells.cancel()
         conns = self.reception.conns
         log.info("shutting down", extra={"fields": {"connections": len(conns)}})
         self.reception.close()
@@ -313,6 +314,7 @@ class Server:
         self._stopping = True
         self.long_holds.stop()
         self.native.stale.cancel()
+        self.native.cells.cancel()
         self.reception.close()
         self.faces.stop()
         self.served.abandon()

@@ -89,6 +89,7 @@ def backup_source(server: Server, version: str) -> BackupSource:
         server.instance_id,
         version,
         cluster=config.cluster,
+        cell=(config.cell, config.cell_etcd),
         max_nodes=max_nodes,
         spawn=spawn,
     )

@@ -53,7 +53,7 @@ from tenure.server._net.auth import Access, Token, Tokens, denial, take_back_den
 from tenure.server._net.outbox import Connection, reset
 from tenure.server._net.throttle import peer_host
 from tenure.server._observe import Auditor, CounterFamily, FaceObserver, record_quota_refusal
-from tenure.server._role import STANDALONE_ROLE, Role
+from tenure.server._role import STANDALONE_ROLE, Places, Role
 
 __all__ = [
     "AcceptedFace",
@@ -69,6 +69,7 @@ __all__ = [
     "Front",
     "HostCalls",
     "ListeningFace",
+    "Places",
     "Plug",
     "Reloading",
     "Role",
@@ -345,7 +346,9 @@ class FaceEntry(Generic[S]):
     extra to install); ``advertise(settings, host, address)``: where a cluster's member
     that advertises ``host`` and its main ``address`` (``HOST:PORT``) says the face's
     clients reach it ("" for nowhere); ``observer()``: makes what it counts its
-    requests in (None: it counts nothing), once per server process.
+    requests in (None: it counts nothing), once per server process; ``nodes``: the nodes
+    the face keeps of its own (a cluster's leader places them on its cell in the
+    service's directory, as every node its state holds: docs/cluster.md, "Cells").
 
     Raises (at construction):
         KeyError: ``port_setting`` is not one of its rows.
@@ -359,6 +362,7 @@ class FaceEntry(Generic[S]):
     check: Callable[[S], None] | None = None
     advertise: Callable[[S, str, str], str] | None = None
     observer: Callable[[], FaceObserver] | None = None
+    nodes: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         self.settings.row(self.port_setting)

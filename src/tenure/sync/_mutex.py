@@ -53,9 +53,9 @@ class Mutex(SyncRecipe[RecipeSession, aio.Mutex], NotAsync):
             opened_or_none, lambda: self._recipe.try_lock(data=data), self._wrap
         )
 
-    def describe(self) -> MutexDescription:
+    def describe(self, *, max_staleness: float | None = None) -> MutexDescription:
         """Held or not, by whom, and who waits (see :meth:`tenure.Mutex.describe`)."""
-        return self.session.portal.call(self._recipe.describe)
+        return self.session.portal.call(self._recipe.describe, max_staleness=max_staleness)
 
     def _wrap(self, lock: aio.Lock) -> Lock:
         return self.session.keep_lease(Lock(self.session, lock))

@@ -54,9 +54,9 @@ class RWLock(SyncRecipe[RecipeSession, aio.RWLock]):
             opened_or_none, lambda: self._recipe.try_write(data=data), self._writer
         )
 
-    def describe(self) -> RWLockDescription:
+    def describe(self, *, max_staleness: float | None = None) -> RWLockDescription:
         """Who reads, who writes, who waits (see :meth:`tenure.RWLock.describe`)."""
-        return self.session.portal.call(self._recipe.describe)
+        return self.session.portal.call(self._recipe.describe, max_staleness=max_staleness)
 
     def _reader(self, lease: aio.ReadLock) -> ReadLock:
         return self.session.keep_lease(ReadLock(self.session, lease))

@@ -52,9 +52,18 @@ class Semaphore(SyncRecipe[RecipeSession, aio.Semaphore]):
     def _wrap(self, lease: aio.Lease) -> Lease:
         return self.session.keep_lease(Lease(self.session, lease))
 
-    def describe(self, *, owners: bool = False, waiters: bool = False) -> SemaphoreDescription:
-        """The semaphore's limit, count and data, and its owners and waiters if asked."""
-        return self.session.portal.call(self._recipe.describe, owners=owners, waiters=waiters)
+    def describe(
+        self,
+        *,
+        owners: bool = False,
+        waiters: bool = False,
+        max_staleness: float | None = None,
+    ) -> SemaphoreDescription:
+        """The semaphore's limit, count and data, and its owners and waiters if asked;
+        ``max_staleness``: a replica may answer (see :meth:`tenure.Semaphore.describe`)."""
+        return self.session.portal.call(
+            self._recipe.describe, owners=owners, waiters=waiters, max_staleness=max_staleness
+        )
 
     def update(self, data: Data) -> None:
         """Replace the semaphore's data."""

@@ -43,6 +43,7 @@ class Parts:
         self.step_budget = 1000
         self.role = self
         self.freshness = freshness
+        self.places = None  # (the role's: a server of no cell)
         self.said: list[Any] = []
         self.token = None
         self.closing = False

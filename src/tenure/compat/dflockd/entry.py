@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Final
 
+from tenure.compat.dflockd.holds import LOCK_NODE, SEMAPHORE_NODE
 from tenure.compat.dflockd.metrics import DflockdCounts
 from tenure.compat.dflockd.settings import SETTINGS, member_address
 from tenure.server.plug import FaceEntry, FaceFactory
@@ -29,4 +30,5 @@ ENTRY: Final = FaceEntry(
     accepted=True,
     advertise=member_address,
     observer=DflockdCounts,
+    nodes=(LOCK_NODE, SEMAPHORE_NODE),
 )

@@ -106,7 +106,10 @@ class YdbFace:
         self.directory = Directory(
             config, self.tickets, lambda: self.port, role, lambda: self.draining, self._peer
         )
-        self.nodes = NodeCalls(host, self.tickets, database, lambda: self.draining, audit)
+        places = role.places if role is not None else None  # (a cell's: its nodes placed)
+        self.nodes = NodeCalls(
+            host, self.tickets, database, lambda: self.draining, audit, places=places
+        )
         self.rate_limiter = RateLimiterCalls(
             host,
             self.tickets,

@@ -16,6 +16,7 @@ SCHEME_ERROR; dropping a node ends its sessions.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from typing import Any, Final
 
@@ -34,7 +35,7 @@ from tenure.compat.ydb.paths import Database, OutsideDatabaseError
 from tenure.compat.ydb.steps import admit_request
 from tenure.compat.ydb.tickets import Tickets, UnauthorizedError
 from tenure.errors import AlreadyExistsError, ErrorCode, TenureError, code_of
-from tenure.server.plug import Auditor, HostCalls, Token, denial, peer_host
+from tenure.server.plug import Auditor, HostCalls, Places, Token, denial, peer_host
 
 #: The annex key the YDB settings of a node are kept under.
 ANNEX_KEY: Final = "ydb"
@@ -59,6 +60,9 @@ _SETTINGS: Final = (
 )
 
 
+log = logging.getLogger("tenure.server")
+
+
 class NodeCalls:
     """The four node calls of ``Ydb.Coordination.V1.CoordinationService``."""
 
@@ -69,9 +73,14 @@ class NodeCalls:
         database: Database,
         draining: Callable[[], bool],
         audit: Auditor | None = None,
+        *,
+        places: Places | None = None,
     ) -> None:
         """``audit``: where a node's creation, alteration and drop are recorded, done or
-        refused (``--audit-log``; None: off)."""
+        refused (``--audit-log``; None: off); ``places``: the service's directory, for a
+        member of a cluster (a node is created only once placed on its cell, and a dropped
+        node's place given back: docs/cluster.md, "Cells")."""
+        self.places = places
         self.host = host
         self.tickets = tickets
         self.database = database
@@ -128,7 +137,11 @@ class NodeCalls:
             token = self.tickets.token_of(*metadata)
             admit_request(self.host, token)
             node = self.database.node_of(path)
+            if act == "node_create" and self.places is not None:
+                await self._place(node)
             result, notes = call(node, token, config)
+            if act == "node_drop" and self.places is not None:
+                await self._give_back(node)
             answer = pb.operation(pb.Status.SUCCESS, result, why=notes)
         except UnauthorizedError as error:
             answer = pb.operation(pb.Status.UNAUTHORIZED, why=[str(error)])
@@ -146,6 +159,29 @@ class NodeCalls:
         if act and self._audit is not None:
             self._record(act, token, metadata[1], path, answer)
         return answer
+
+    async def _give_back(self, node: str) -> None:
+        """Give a dropped node's place back (a place left behind, etcd away, only sends
+        that node's next creation to this cell)."""
+        assert self.places is not None
+        try:
+            await self.places.release(node)
+        except TenureError as error:
+            log.warning("giving back node %r's place in the directory: %s", node, error)
+
+    async def _place(self, node: str) -> None:
+        """Place ``node`` on this cell before it is created here.
+
+        Raises:
+            StatusError: another cell serves it (this face serves its own cell's nodes).
+        """
+        assert self.places is not None
+        wrong, _ = await self.places.claim(node)
+        if wrong is not None:
+            raise pb.StatusError(
+                pb.Status.PRECONDITION_FAILED,
+                f"{wrong}: this member's YDB face serves the nodes of its own cell",
+            )
 
     def _record(self, act: str, token: Token | None, peer: str, path: str, answer: Any) -> None:
         """Record a node call in the audit log: its outcome ``ok``, or YDB's status in

@@ -27,7 +27,7 @@ from collections.abc import Callable
 
 from tenure._core import Command, Engine
 from tenure.server._cluster.appender import Appender
-from tenure.server._cluster.keys import Pointer
+from tenure.server._cluster.keys import DEFAULT_CELL, Pointer
 from tenure.server._cluster.state_process import StateProcessStarter, spawn
 from tenure.server._cluster.store import ClusterStore
 from tenure.server._durability.records import command_record, resume_record, tick_record
@@ -50,15 +50,18 @@ class ClusterJournal:
         *,
         snapshot_every: int,
         cluster: str,
+        cell: tuple[str, str] = (DEFAULT_CELL, ""),
         max_nodes: int = 10_000,
         start_process: StateProcessStarter = spawn,
     ) -> None:
-        """``cluster``: the ``--cluster`` URL (the snapshots' process reads the state
-        there); ``max_nodes``: the server's; ``start_process``: what starts that
+        """``cluster``: the ``--cluster`` URL and ``cell`` the member's ``--cell`` and
+        ``--cell-etcd`` (the snapshots' process reads the cell's state there);
+        ``max_nodes``: the server's; ``start_process``: what starts that
         process (:func:`~tenure.server._cluster.state_process.spawn`)."""
         self.start_process = start_process
         self.store = store
         self.cluster = cluster
+        self.cell = cell
         self.max_nodes = max_nodes
         self.appender = appender
         self.snapshot_every = snapshot_every
@@ -141,6 +144,8 @@ class ClusterJournal:
         asked = {
             "act": "snapshot",
             "cluster": self.cluster,
+            "cell": self.cell[0],
+            "cell_etcd": self.cell[1],
             "term": appender.term,
             "max_entry": appender.max_entry,
             "max_nodes": self.max_nodes,

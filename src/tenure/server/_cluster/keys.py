@@ -2,7 +2,9 @@
 
 Every cluster lives under ``P = <prefix>c/<name>/`` (``<prefix>``: ``?prefix=`` of
 ``--cluster``, ``/tenure/`` by default; ``<name>``: the URL's path), so several
-clusters, and the ``etcd://`` backend's keys (``<prefix>n/...``), share one etcd::
+clusters, and the ``etcd://`` backend's keys (``<prefix>n/...``), share one etcd; a cell
+of the service other than ``default`` under ``P = <prefix>c/<name>@<cell>/`` (in its
+``--cell-etcd``, if it has one; the service's directory: :mod:`.directory`)::
 
     P id                        the cluster's instance id (16 bytes, made once)
     P secret                    what the faces sign with (32 bytes, made once): the
@@ -35,8 +37,10 @@ from urllib.parse import quote
 import msgspec
 
 from tenure.errors import CorruptLogError
+from tenure.server._config.cluster_settings import DEFAULT_CELL
 
 __all__ = [
+    "DEFAULT_CELL",
     "FIELD_FACES",
     "INDEX_DIGITS",
     "ClusterDataError",
@@ -75,6 +79,15 @@ class ClusterKeys:
     def of(cls, prefix: str, cluster: str) -> ClusterKeys:
         """The keys of cluster ``cluster`` under ``prefix``."""
         return cls(f"{prefix}c/{quote(cluster, safe='')}/".encode())
+
+    @classmethod
+    def of_cell(cls, prefix: str, cluster: str, cell: str) -> ClusterKeys:
+        """The keys of cell ``cell`` of service ``cluster`` under ``prefix``: the
+        cluster's own for the default cell (a cluster made before cells is that cell),
+        ``<prefix>c/<cluster>@<cell>/`` for any other (beside it, never under it)."""
+        if cell == DEFAULT_CELL:
+            return cls.of(prefix, cluster)
+        return cls(f"{prefix}c/{quote(cluster, safe='')}@{quote(cell, safe='')}/".encode())
 
     @property
     def id(self) -> bytes:

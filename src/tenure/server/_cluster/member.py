@@ -40,8 +40,7 @@ from functools import partial
 from typing import TYPE_CHECKING, Final, TypeVar
 
 from tenure._core.snapshot import resume
-from tenure._etcd.client import EtcdClient, LeaseNotFoundError
-from tenure._etcd.streams import KeepAlive, WatchHub
+from tenure._etcd.client import LeaseNotFoundError
 from tenure.errors import TenureError, UnavailableError
 from tenure.server._audit import AuditLog
 from tenure.server._cluster.appender import Appender
@@ -49,12 +48,13 @@ from tenure.server._cluster.follower import Follower
 from tenure.server._cluster.freshness import Freshness
 from tenure.server._cluster.hosts import leader_host, standby_host
 from tenure.server._cluster.journal import ClusterJournal
-from tenure.server._cluster.keys import ClusterKeys, LogEntry, ServerRecord
+from tenure.server._cluster.keys import LogEntry, ServerRecord
 from tenure.server._cluster.lease import MemberLease
+from tenure.server._cluster.links import CellLinks
 from tenure.server._cluster.lookout import Lookout
 from tenure.server._cluster.role import ClusterRole
 from tenure.server._cluster.state_process import StateProcessStarter, spawn
-from tenure.server._cluster.store import Appended, ClusterStore
+from tenure.server._cluster.store import Appended
 from tenure.server._config.cluster_url import ClusterUrl, without_secrets
 from tenure.server._config.serve_config import ServeConfig
 from tenure.server._durability.records import resume_record
@@ -104,10 +104,9 @@ class ClusterMember:
         self.url = url
         self.endpoint = endpoint
         self.loop = asyncio.get_running_loop()
-        self.conn = EtcdClient(url.connection)
-        self.store = ClusterStore(self.conn, ClusterKeys.of(url.prefix, url.name))
-        self.hub = WatchHub(self.conn)
-        self.keepalive = KeepAlive(self.conn)
+        self.links = CellLinks(config, url)  # its cell's etcd, and the service's directory
+        self.conn, self.store = self.links.conn, self.links.store
+        self.hub, self.keepalive = self.links.hub, self.links.keepalive
         self.follower = Follower(self.store, self.hub)
         self.role: ClusterRole | None = None
         self.instance_id = b""
@@ -130,7 +129,7 @@ class ClusterMember:
 
     async def run(self, sockets: Sockets, me: ServerRecord) -> int:
         """Serve as a member until :meth:`stop`; the exit code."""
-        self.role = ClusterRole(self.url.name, me)
+        self.role = ClusterRole(self.url.name, me, self.links.directory)
         self.role.applied = lambda: self.follower.applied
         fields = {
             "cluster": self.url.name,
@@ -140,13 +139,14 @@ class ClusterMember:
         }
         log.info("joining the cluster", extra={"event": "cluster_joining", "fields": fields})
         try:
-            await self._retrying(self.conn.authenticate, "authenticating to etcd")
+            await self._retrying(self.links.authenticate, "authenticating to etcd")
             self.instance_id = await self._retrying(self.store.instance_id, "reading the id")
             self.secret = await self._retrying(self.store.secret, "reading the secret")
             await self._retrying(self.follower.load, "loading the cluster's state")
             lookout = Lookout(self.store, self.hub, self._role(), self._current_record)
             self._candidates = lookout.candidates
             self._tasks = lookout.start()
+            self._tasks += self.links.directory.start(lambda: self._record(self._role().name))
             while not self._stop.is_set():
                 if await self._standby_term(sockets):
                     await self._leader_term(sockets)
@@ -158,9 +158,7 @@ class ClusterMember:
                 task.cancel()
             await asyncio.gather(*self._tasks, return_exceptions=True)
             await self.follower.stop()
-            await self.keepalive.close()
-            await self.hub.close()
-            await self.conn.close()
+            await self.links.close()
 
     # -- standby --------------------------------------------------------------------------
 
@@ -284,6 +282,7 @@ class ClusterMember:
             appender,
             snapshot_every=self.config.cluster_snapshot_every,
             cluster=self.config.cluster,
+            cell=(self.config.cell, self.config.cell_etcd),
             max_nodes=self.config.max_nodes,
             start_process=self.start_process,
         )
@@ -301,7 +300,12 @@ class ClusterMember:
             **spans,  # (what the takeover took: a failover's parts, bench.micro.failover)
         }
         log.info("leading the cluster", extra={"event": "cluster_leading", "fields": fields})
-        why = await self._while_leading(server, lease)
+        # (its nodes in the service's directory: those made before cells, or a claim lost)
+        registering = asyncio.ensure_future(self.links.register(list(engine.nodes)))
+        try:
+            why = await self._while_leading(server, lease)
+        finally:
+            registering.cancel()
         if self._stop.is_set():
             host.flush()
             with contextlib.suppress(TimeoutError):

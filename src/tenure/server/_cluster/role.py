@@ -13,7 +13,8 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
-from tenure._protocol.cluster import ClusterView, MemberView
+from tenure._protocol.cluster import CellView, ClusterView, MemberView
+from tenure.server._cluster.directory import ServiceDirectory
 from tenure.server._cluster.keys import ServerRecord
 from tenure.server._cluster.store import Leader
 from tenure.server._role import LEADER, STANDBY, Fresh
@@ -24,8 +25,14 @@ __all__ = ["ClusterRole"]
 class ClusterRole:
     """See the module docstring."""
 
-    def __init__(self, cluster: str, me: ServerRecord) -> None:
+    def __init__(
+        self, cluster: str, me: ServerRecord, places: ServiceDirectory | None = None
+    ) -> None:
+        """``places``: the service's directory (None: a cluster run without one, as the
+        simulation's; the cell is then ``default``)."""
         self.cluster = cluster
+        #: Which cell serves each node of the service.
+        self.places = places
         #: This member's record (its addresses and name; role and applied as it writes).
         self.me = me
         self.name = STANDBY
@@ -111,21 +118,10 @@ class ClusterRole:
         records = {member.name: member for member in self.members}
         records[self.me.name] = self.me
         mine = self.applied()
-        views = []
-        for name in sorted(records):
-            record = records[name]
-            mine_now = name == self.me.name
-            views.append(
-                MemberView.of(
-                    name=name,
-                    role=self.name if mine_now else record.role,
-                    address=record.address,
-                    applied=mine if mine_now else record.applied,
-                    age=0.0 if mine_now else max(0.0, now - record.written),
-                    http=record.http,
-                    faces=record.faces,
-                )
-            )
+        views = [
+            _view(record, now, (self.name, mine) if name == self.me.name else None)
+            for name, record in sorted(records.items())
+        ]
         current = self.current
         leader = self.me.name if self.leading else (current.member.name if current else "")
         term = self.term
@@ -137,4 +133,38 @@ class ClusterRole:
             index=index,
             answered_by=self.me.name,
             members=tuple(views),
+            cell=self.places.cell if self.places is not None else "",
+            cells=self._cells(now),
         )
+
+    def _cells(self, now: float) -> tuple[CellView, ...]:
+        """The service's cells, as the directory records their members (this one's
+        too, even before its records are read; none without a directory)."""
+        places = self.places
+        if places is None:
+            return ()
+        cells = {cell: list(records) for cell, records in places.cells.items()}
+        cells.setdefault(places.cell, [])
+        return tuple(
+            CellView(cell, tuple(_view(record, now) for record in sorted(records, key=_name)))
+            for cell, records in sorted(cells.items())
+        )
+
+
+def _name(record: ServerRecord) -> str:
+    return record.name
+
+
+def _view(record: ServerRecord, now: float, own: tuple[str, int] | None = None) -> MemberView:
+    """``record``'s view; ``own``: this member's role and applied index now (its own
+    record's are as it last wrote them)."""
+    role, applied = own if own is not None else (record.role, record.applied)
+    return MemberView.of(
+        name=record.name,
+        role=role,
+        address=record.address,
+        applied=applied,
+        age=0.0 if own is not None else max(0.0, now - record.written),
+        http=record.http,
+        faces=record.faces,
+    )

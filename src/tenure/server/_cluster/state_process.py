@@ -24,7 +24,8 @@ cluster's state as etcd had it: every entry acknowledged before it was started i
 it (the leader answers only once its entry is in etcd).
 
 What it is told comes on standard input, one JSON map: ``act``, ``cluster`` (the
-``--cluster`` URL, whose etcd credentials stay off the command line), ``max_nodes``;
+``--cluster`` URL, whose etcd credentials stay off the command line), ``cell`` and
+``cell_etcd`` (the leader's ``--cell`` and ``--cell-etcd``: whose state), ``max_nodes``;
 ``version`` for a backup; ``term`` and ``max_entry`` for a snapshot. Exit code 0:
 done; 1: it failed, the reason on standard error (the leader logs it; a backup's
 client gets no digest, so no file; a snapshot is tried again later).
@@ -48,7 +49,8 @@ from tenure._core.snapshot import dump
 from tenure._etcd.client import EtcdClient, EtcdClientOptions
 from tenure._etcd.streams import WatchHub
 from tenure.server._cluster.follower import Follower
-from tenure.server._cluster.keys import ClusterKeys
+from tenure.server._cluster.keys import DEFAULT_CELL
+from tenure.server._cluster.links import cell_keys
 from tenure.server._cluster.store import ClusterStore
 from tenure.server._config.cluster_url import parse_cluster_url
 from tenure.server._durability.backup import BackupHeader, preamble
@@ -88,11 +90,13 @@ async def run(
     """Do what ``asked`` says (module docstring), writing a backup to ``out``; what
     the process prints at its end (``last_token``, or ``pointer``). ``connection``:
     how to reach etcd, in place of the cluster URL's (the simulation's channels)."""
-    url = parse_cluster_url(str(asked["cluster"]))
+    service = parse_cluster_url(str(asked["cluster"]))
+    cell = str(asked.get("cell", DEFAULT_CELL))
+    url, keys = cell_keys(service, cell, str(asked.get("cell_etcd", "")))
     conn = EtcdClient(url.connection if connection is None else connection)
     try:
         await conn.authenticate()  # (with a user and password in the URL; else nothing)
-        store = ClusterStore(conn, ClusterKeys.of(url.prefix, url.name))
+        store = ClusterStore(conn, keys)
         follower = Follower(store, WatchHub(conn), max_nodes=int(asked.get("max_nodes", 10_000)))
         await follower.load()
         engine = follower.engine

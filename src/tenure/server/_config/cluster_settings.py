@@ -13,6 +13,7 @@ from tenure.server._config.setting import Setting, in_range
 
 __all__ = [
     "CLUSTER_SETTINGS",
+    "DEFAULT_CELL",
     "DEFAULT_LEASE_TTL",
     "DEFAULT_MAX_ENTRY",
     "DEFAULT_SNAPSHOT_EVERY",
@@ -20,6 +21,9 @@ __all__ = [
     "ENTRY_OVERHEAD",
 ]
 
+#: The cell of a member started without ``--cell``: every cluster made before cells
+#: existed is a service of this one cell (docs/cluster.md, "Cells").
+DEFAULT_CELL: Final = "default"
 #: The leader's lease in etcd, in seconds: a dead leader's successor is elected about
 #: this long after it died, and a leader cut off from etcd stops serving within it.
 DEFAULT_LEASE_TTL: Final = 5
@@ -46,6 +50,25 @@ CLUSTER_SETTINGS: Final = (
         "?ca=&cert=&key= as for the etcd:// backend); the servers started with the same URL "
         "elect one leader, the others are standbys; empty: a single server with its own "
         "write-ahead log in --data-dir (default: empty)",
+    ),
+    Setting(
+        "cell",
+        str,
+        DEFAULT_CELL,
+        "CELL",
+        "cluster: the cell of the service this member belongs to: the members started with "
+        "the same --cluster and --cell are one cell (a leader and standbys), the cells of one "
+        '--cluster one service, each node served by one cell (docs/cluster.md, "Cells") '
+        "(default: %(default)s)",
+    ),
+    Setting(
+        "cell_etcd",
+        str,
+        "",
+        "URL",
+        "cluster: the etcd this cell's log lives in, etcd://HOST:PORT[,HOST:PORT...] "
+        "(options as --cluster's); the service's directory stays in --cluster's etcd; "
+        "empty: --cluster's (default: empty)",
     ),
     Setting(
         "advertise",

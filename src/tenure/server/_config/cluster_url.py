@@ -18,7 +18,7 @@ from urllib.parse import unquote, urlsplit, urlunsplit
 if TYPE_CHECKING:
     from tenure._etcd.client import EtcdClientOptions
 
-__all__ = ["ClusterUrl", "parse_cluster_url", "without_secrets"]
+__all__ = ["ClusterUrl", "check_cell", "parse_cell_etcd", "parse_cluster_url", "without_secrets"]
 
 #: A cluster's name: what its keys are made of (the URL's path).
 _NAME: Final = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
@@ -70,6 +70,42 @@ def parse_cluster_url(url: str) -> ClusterUrl:
         raise ValueError(str(error)) from None
     connection = dataclasses.replace(options, max_receive=MAX_RECEIVE)
     return ClusterUrl(connection, prefix, name)
+
+
+def check_cell(cell: str) -> None:
+    """A cell's name is as a cluster's.
+
+    Raises:
+        ValueError: what is wrong with it.
+    """
+    if not _NAME.match(cell):
+        raise ValueError(
+            f"cell name {cell!r}: 1 to 64 letters, digits, '.', '_' or '-', "
+            "starting with a letter or digit"
+        )
+
+
+def parse_cell_etcd(url: str, cluster: ClusterUrl) -> ClusterUrl:
+    """``--cell-etcd etcd://HOST:PORT[,...][?options]``: the etcd a cell's log lives in,
+    its keys named as ``cluster``'s (the same name; the prefix the URL's, if it says).
+
+    Raises:
+        ValueError: what is wrong with it (a path, an unknown option...).
+    """
+    parts = urlsplit(url)
+    if parts.scheme.lower() not in ("etcd", "etcds"):
+        raise ValueError("expected etcd://HOST:PORT[,HOST:PORT...] (or etcds://)")
+    if parts.path.strip("/"):
+        raise ValueError("no path: the cell's keys are named after --cluster's")
+    from tenure._etcd.url import parse_url
+    from tenure.errors import InvalidArgumentError
+
+    try:
+        options, prefix = parse_url(urlunsplit(parts._replace(path="")), {})
+    except InvalidArgumentError as error:
+        raise ValueError(str(error)) from None
+    connection = dataclasses.replace(options, max_receive=MAX_RECEIVE)
+    return ClusterUrl(connection, prefix, cluster.name)
 
 
 def without_secrets(url: str) -> str:

@@ -33,6 +33,7 @@ from tenure.server._config.audit_settings import (
     DEFAULT_AUDIT_LOG_QUEUE,
 )
 from tenure.server._config.cluster_settings import (
+    DEFAULT_CELL,
     DEFAULT_LEASE_TTL,
     DEFAULT_MAX_ENTRY,
     DEFAULT_SNAPSHOT_EVERY,
@@ -157,6 +158,8 @@ class ServeConfig:
     quota_requests_per_second: float = 0.0
     memory_budget: int = 0
     cluster: str = ""  # empty: not a member of a cluster
+    cell: str = DEFAULT_CELL  # the member's cell of the service
+    cell_etcd: str = ""  # empty: the cell's log is in --cluster's etcd
     advertise: str = ""  # empty: host and the port bound
     member_name: str = ""  # empty: the advertised address
     cluster_lease_ttl: int = DEFAULT_LEASE_TTL
@@ -222,7 +225,7 @@ class ServeConfig:
                 continue
             if item.name == "sources":
                 value = dict(value)
-            elif item.name == "cluster" and value:
+            elif item.name in ("cluster", "cell_etcd") and value:
                 value = without_secrets(value)
             values[item.name] = _shown(value)
         return values

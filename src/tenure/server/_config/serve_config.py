@@ -180,12 +180,26 @@ def check_cluster(config: ServeConfig) -> None:
     """
     if not config.cluster:
         return
-    from tenure.server._config.cluster_url import parse_cluster_url  # etcd's stubs: only here
+    from tenure.server._config.cluster_url import (  # etcd's stubs: only here
+        check_cell,
+        parse_cell_etcd,
+        parse_cluster_url,
+    )
 
     try:
-        parse_cluster_url(config.cluster)
+        url = parse_cluster_url(config.cluster)
     except ValueError as error:
         raise ConfigError(f"--cluster={without_secrets(config.cluster)!r}: {error}") from None
+    try:
+        check_cell(config.cell)
+    except ValueError as error:
+        raise ConfigError(f"--cell={config.cell!r}: {error}") from None
+    if config.cell_etcd:
+        try:
+            parse_cell_etcd(config.cell_etcd, url)
+        except ValueError as error:
+            shown = without_secrets(config.cell_etcd)
+            raise ConfigError(f"--cell-etcd={shown!r}: {error}") from None
     if config.max_frame_size + ENTRY_OVERHEAD > config.cluster_max_entry:
         raise ConfigError(
             f"--cluster-max-entry={config.cluster_max_entry}: a log entry must hold the "

@@ -21,6 +21,9 @@ own, and the same member seen from three servers would be three series):
 * ``tenure_cluster_lag_entries``: the log index less the applied index (0 on the
   leader; a standby that stays behind is not following);
 * ``tenure_cluster_members``: the members recorded in etcd (this one included);
+* ``tenure_cluster_cells``: the cells of the service this server knows (docs/cluster.md,
+  "Cells": its own, and those whose members the service's directory records; 0 for a
+  cluster run without a directory, as the simulation's);
 * ``tenure_cluster_leader_changes_total``: the new terms this server has seen since
   it started (not its first).
 
@@ -37,7 +40,7 @@ from typing import Final, Protocol, runtime_checkable
 
 from prometheus_client.metrics_core import CounterMetricFamily, GaugeMetricFamily, Metric
 
-from tenure._protocol.cluster import ClusterView, MemberView
+from tenure._protocol.cluster import CellView, ClusterView, MemberView
 from tenure.server._role import LEADER, STANDBY, Role
 
 __all__ = ["ROLES", "cluster_families", "cluster_view", "dashboard_url"]
@@ -97,6 +100,7 @@ def cluster_families(role: Role) -> Iterator[Metric]:
         "applied_index": (applied, "The last log entry this server's engine holds."),
         "lag_entries": (max(0, view.index - applied), "Log entries known but not applied."),
         "members": (len(view.members), "Members recorded in etcd, this one included."),
+        "cells": (len(view.cells), "Cells of the service this server knows, its own included."),
     }
     for name, (value, documentation) in gauges.items():
         yield GaugeMetricFamily(f"tenure_cluster_{name}", documentation, value=float(value))
@@ -122,7 +126,8 @@ def cluster_view(role: Role) -> Json | None:
     every member's record as last read from etcd: ``applied`` and ``lag`` as it last
     recorded them, ``recorded_at`` when (UNIX seconds: an instant, so that an
     unchanged record is the same bytes; the page works out the age; None for this
-    server's own, which is the state now).
+    server's own, which is the state now); ``cell`` this server's cell (None: a
+    cluster of no cell) and ``cells`` every cell of the service (:func:`_cell`).
     """
     view = role.status()
     if view is None:
@@ -147,18 +152,46 @@ def cluster_view(role: Role) -> Json | None:
         "lag": max(0, view.index - applied),
         "leader_changes": _leader_changes(role),
         "leader": leader,
-        "members": [_member(member, view) for member in view.members],
+        "cell": view.cell or None,
+        "cells": [_cell(cell, view) for cell in view.cells],
+        "members": [_member(member, view.index, view.answered_by) for member in view.members],
     }
 
 
-def _member(member: MemberView, view: ClusterView) -> Json:
-    mine = member.name == view.answered_by
+def _cell(cell: CellView, view: ClusterView) -> Json:
+    """One cell of the service: its ``name``, whether it is this server's (``self``),
+    its ``leader`` (a name; None: none known), ``index`` and ``members`` (as
+    ``members`` above). This server's cell is as its own view says (its cell's store,
+    exact); another as the directory records its members: its leader the member whose
+    record says it leads, its index the furthest one of them applied."""
+    own = cell.name == view.cell
+    if own:
+        leader, index, members = view.leader, view.index, view.members
+    else:
+        leading = cell.leading()
+        leader = leading.name if leading is not None else ""
+        index = max((member.applied for member in cell.members), default=0)
+        members = cell.members
+    return {
+        "name": cell.name,
+        "self": own,
+        "leader": leader or None,
+        "index": index,
+        # (a member of another cell is never this server, whatever its name)
+        "members": [_member(member, index, view.answered_by if own else "") for member in members],
+    }
+
+
+def _member(member: MemberView, index: int, me: str) -> Json:
+    """``member`` as the dashboard shows it: its lag behind ``index``; ``me``: the name
+    of this server (its own record is the state now)."""
+    mine = member.name == me
     return {
         "name": member.name,
         "role": member.role,
         "address": member.address,
         "applied": member.applied,
-        "lag": max(0, view.index - member.applied),
+        "lag": max(0, index - member.applied),
         # This server's own record is the state now: no instant to show.
         "recorded_at": None if mine or member.age is None else _instant(member.age),
         "self": mine,

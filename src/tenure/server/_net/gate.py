@@ -211,6 +211,7 @@ class Gate:
             role=role.name,
             leader=role.leader(),
             deadlock_detection=self.config.deadlock_search_limit > 0,
+            cell=role.places.cell if role.places is not None else "",
         )
         self._emit(conn, welcome)
         opened: dict[str, object] = {

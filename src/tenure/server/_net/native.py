@@ -25,8 +25,10 @@ from tenure._core import (
     AttachSession,
     CloseSession,
     Command,
+    CreateNode,
     CreateSession,
     DetachSession,
+    DropNode,
     KillSession,
     ListNodes,
     NodePage,
@@ -67,6 +69,7 @@ from tenure.server._net.accept import AcceptedProtocol
 from tenure.server._net.acts import ServerActs
 from tenure.server._net.audit_acts import ADMIN_ACTS, act_of, what_of
 from tenure.server._net.auth import Token
+from tenure.server._net.cells import CellRequests, wrong_cell
 from tenure.server._net.gate import Conn, Gate
 from tenure.server._net.outbox import Outboxes
 from tenure.server._net.stale_reads import StaleReads
@@ -113,6 +116,8 @@ class NativeFace:
         self.stale = StaleReads(
             host, gate, out, table.owner, self._fail, gate.config.stale_read_wait, observer
         )
+        #: A cell's creations of nodes (their places claimed first) and drops.
+        self.cells = CellRequests(host, self._claimed, self._fail)
 
     def on_data(self, conn: Conn, data: bytes) -> None:
         """Bytes of a native connection (``b""``: its end), straight from the loop.
@@ -238,7 +243,11 @@ class NativeFace:
             self.out.emit(conn, word(ErrorCode.PROTOCOL, str(error)))
         conn.closing = True
 
-    def _on_request(self, conn: Conn, request: Request) -> None:
+    def _claimed(self, conn: Conn, request: Request) -> None:
+        """Serve ``request`` (a CreateNode), its node's place in the directory claimed."""
+        self._on_request(conn, request, claimed=True)
+
+    def _on_request(self, conn: Conn, request: Request, claimed: bool = False) -> None:
         command, rid = request.command, request.request_id
         if self._stopping() or conn.closing:
             why = "the server is shutting down" if self._stopping() else "the connection is closing"
@@ -266,6 +275,14 @@ class NativeFace:
         if kind is ReadBackup:  # the leader's: the cluster's state
             self._act(conn, request)
             return
+        places = role.places
+        if (
+            kind is CreateNode
+            and places is not None
+            and not claimed
+            and self.cells.create(conn, request, places, command.name)  # type: ignore[attr-defined]
+        ):
+            return  # (placed first: served once the directory answered)
         session_id = getattr(command, "session_id", None)
         if (
             session_id is not None
@@ -296,6 +313,7 @@ class NativeFace:
             if not isinstance(error, TenureError | TimeoutError):
                 log.exception("command %s failed unexpectedly", type(command).__name__)
             quota = error.quota if isinstance(error, LimitExceededError) else None
+            error = wrong_cell(places, self.host, command, error)  # (another cell's node?)
             self._fail(conn, request, code_of(error), str(error), quota)
             return
         if type(command) in _ATTACHES:
@@ -310,6 +328,8 @@ class NativeFace:
             self.table.detach(command.session_id)
         elif isinstance(command, CloseSession):
             self.table.forget(command.session_id)
+        elif kind is DropNode and places is not None:  # (its place in the directory, back)
+            self.cells.dropped(places, command.name)  # type: ignore[attr-defined]
         elif kind is WhyName:  # (who connects each session: this face's table alone knows)
             value = with_addresses(value, self.table.owner, conn.token)  # type: ignore[arg-type]
         self.out.emit(conn, Reply(rid, value))  # type: ignore[arg-type]

@@ -46,6 +46,7 @@ from tenure._core.values import NodeDescription
 from tenure._protocol import Reply, Request, State
 from tenure._runtime.host import Host
 from tenure.errors import ErrorCode, NotLeaderError, TenureError, code_of
+from tenure.server._net.cells import wrong_cell
 from tenure.server._net.gate import Conn, Gate
 from tenure.server._net.outbox import Outboxes
 from tenure.server._net.why_addresses import with_addresses
@@ -125,8 +126,9 @@ class StaleReads:
                 return  # (nobody to answer: its codec, closed, would refuse it)
             value = await self._read(conn, request)
         except TenureError as error:
-            if not _gone(conn):
-                self.fail(conn, request, code_of(error), str(error))
+            if not _gone(conn):  # (a node another cell serves: sent there)
+                told = wrong_cell(role.places, self.host, request.command, error)
+                self.fail(conn, request, code_of(told), str(told))
             return
         except Exception:  # (a bug, or etcd's answer unreadable: the server serves on)
             log.exception("a read from this standby failed unexpectedly")

@@ -76,7 +76,6 @@ from dataclasses import dataclass
 from typing import Final
 
 import tenure
-from tenure._core.commands import DescribeResult, DescribeSemaphore
 from tenure.backends.remote import TenureBackend
 from tenure.errors import AlreadyExistsError, LimitExceededError, NotFoundError, TenureError
 from tenure.testing.workload._books import Books
@@ -275,37 +274,30 @@ class LinClient(HoldSteps, ClaimSteps):
 
     async def stale_read_register(self, session: tenure.Session) -> None:
         """A ``read`` of a register that allows :attr:`LinConfig.max_staleness` seconds
-        of staleness, which a standby answers (the client's reads from standbys,
-        tenure.backends._standby_reads: each of its doors that does not lead in turn,
-        the leader if none can), recorded with lincheck's ``max_staleness`` and
-        ``session`` and, on its answer, ``answered_by``: the door that answered, or
-        ``leader``.
+        of staleness, which a standby answers (``session.semaphore(key).describe(
+        max_staleness=S)``: the client's reads from standbys, each standby in turn, the
+        leader if none can), recorded with lincheck's ``max_staleness`` and ``session``
+        and, on its answer, ``answered_by``: the door that answered, or ``leader``.
 
-        No public read that allows staleness returns a semaphore's data (the listings
-        show a semaphore's counts, not its data), so the client's own path is taken
-        under them: the session's describe (a read a standby answers), sent through the
-        client's reads from standbys as the remote backend sends every read that
-        allows staleness; the leader's answer, if no standby gives one, is the
-        session's ``describe()``."""
+        Which door answered is no public fact: it is read from the client's reads from
+        standbys (``TenureBackend.standby_reads.answered``, a count per door that an
+        internal of the remote backend keeps), the door whose count this read raised."""
         key, staleness = self.rng.choice(self.config.registers), self.config.max_staleness
         backend = None if self.client is None else self.client.backend
         assert staleness is not None
         assert isinstance(backend, TenureBackend)
         reads = backend.standby_reads
-        assert reads is not None  # (a client of several doors: LinConfig.reads_standbys)
+        assert reads is not None  # (a client of one service: LinConfig.reads_standbys)
         answered: dict[str, int] = {}
-
-        async def leader() -> DescribeResult:
-            return DescribeResult(await session.semaphore(key).describe())
 
         async def describe() -> int | None:
             answered.clear()
             answered.update(reads.answered)
             try:
-                found = await reads.read(DescribeSemaphore(session.id, key), staleness, leader)
+                found = await session.semaphore(key).describe(max_staleness=staleness)
             except NotFoundError:
                 return None
-            return int(found.description.data.decode())
+            return int(found.data.decode())
 
         def who() -> dict[str, str]:
             doors = [door for door, n in reads.answered.items() if n > answered.get(door, 0)]

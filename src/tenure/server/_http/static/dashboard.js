@@ -285,9 +285,16 @@ function renderCluster(cluster) {
     " · applied ", el("b", { id: "cluster-applied" }, cluster.applied),
     " · lag ", el("b", { id: "cluster-lag" }, cluster.lag),
     " · leader changes seen ", el("b", {}, cluster.leader_changes));
+  section.replaceChildren(el("h2", {}, "Cluster ", el("span", { class: "who" }, cluster.name)), summary,
+    membersTable(cluster.members, {}), ...cellsPart(cluster.cells || []));
+}
+
+// A table of a cluster's members (role, address, applied index and lag, the age of
+// its record, a link to its dashboard).
+function membersTable(members, attrs) {
   const head = el("tr", {}, ...["member", "role", "address", "applied", "lag", "recorded", "dashboard"]
     .map((n) => el("th", {}, n)));
-  const rows = cluster.members.map((m) => el("tr", { class: m.self ? "member self" : "member", "data-member": m.name },
+  const rows = members.map((m) => el("tr", { class: m.self ? "member self" : "member", "data-member": m.name },
     el("td", { class: "who" }, m.name),
     el("td", { class: "role" }, m.role),
     el("td", { class: "who" }, m.address),
@@ -296,8 +303,26 @@ function renderCluster(cluster) {
     el("td", {}, m.recorded_at === null ? el("span", { class: "muted" }, "now") : age(m.recorded_at, "since"),
       m.recorded_at === null ? null : " ago"),
     el("td", {}, m.dashboard ? link(m.dashboard, m.self ? "this one" : "open") : el("span", { class: "muted" }, "none"))));
-  section.replaceChildren(el("h2", {}, "Cluster ", el("span", { class: "who" }, cluster.name)), summary,
-    el("table", { class: "members" }, el("thead", {}, head), el("tbody", {}, ...rows)));
+  return el("table", { ...attrs, class: "members" }, el("thead", {}, head), el("tbody", {}, ...rows));
+}
+
+// A service of several cells (--cell): each cell, its leader and its members, as the
+// service's directory records them (this server's own cell as its cell's store says).
+// One cell (a cluster without --cell) is the cluster shown above: nothing more.
+function cellsPart(cells) {
+  if (cells.length < 2) return [];
+  const parts = [el("h3", { id: "cells" }, "Cells of the service: " + cells.length)];
+  for (const cell of cells) {
+    const leader = cell.members.find((m) => m.name === cell.leader);
+    parts.push(el("p", { class: "cell", "data-cell": cell.name },
+      "cell ", el("b", { class: "who" }, cell.name), cell.self ? " (this server's)" : "",
+      " · leader ", cell.leader
+        ? link(leader ? leader.dashboard : null, cell.leader, { class: "leader who" })
+        : el("span", { class: "muted" }, "none known"),
+      " · log index ", el("b", {}, cell.index)),
+    membersTable(cell.members, { "data-cell": cell.name }));
+  }
+  return parts;
 }
 
 function render(message) {
