@@ -221,6 +221,27 @@ STATUS = Line(r"^tenure cluster status", prints=r"(?i)leader")
 CLI = {"TENURE_URL": "tenure://{tenure}"}
 ABSOLUTE = {"/var/lib/": "var/lib/", "/backups/": "backups/", "/etc/tenure/": "etc/tenure/"}
 
+
+def _members_block(cells: tuple[int, ...]) -> ShellBlock:
+    """docs/cluster.md's servers over etcd: the members of each cell C at 10.0.C.1 to
+    10.0.C.3, port 6388, each here on loopback and a port of the run's, then the
+    cluster's status (its doors: cell 0's)."""
+    return ShellBlock(
+        slow=True,
+        servers=("etcd",),
+        substitutions={
+            "etcd://e1:2379,e2:2379,e3:2379/prod": "etcd://{etcd}/{unique}",
+            **{
+                f"--host 10.0.{c}.{n} --port 6388": f"--host 127.0.0.1 --port {{port:{c}{n}}}"
+                for c in cells
+                for n in (1, 2, 3)
+            },
+            **{f"10.0.0.{n}:6388": f"127.0.0.1:{{port:0{n}}}" for n in (1, 2, 3)},
+        },
+        lines=(Line(r"^tenure serve --cluster", background=r'"msg": "listening"'), STATUS),
+    )
+
+
 BLOCKS: dict[tuple[str, str], ShellBlock] = {
     ("README.md", "# 1. Install and start the server"): ShellBlock(
         # scripts/start installs the server extra into .venv (pip), compiles the hot path
@@ -242,33 +263,8 @@ BLOCKS: dict[tuple[str, str], ShellBlock] = {
         substitutions={"127.0.0.1:6388": "{tenure}", **KIT_NARROWED},
         lines=(KIT,),
     ),
-    ("docs/cluster.md", "# three servers"): ShellBlock(
-        slow=True,
-        servers=("etcd",),
-        substitutions={
-            "etcd://e1:2379,e2:2379,e3:2379/prod": "etcd://{etcd}/{unique}",
-            **{
-                f"--host 10.0.0.{n} --port 6388": f"--host 127.0.0.1 --port {{port:{n}}}"
-                for n in (1, 2, 3)
-            },
-            **{f"10.0.0.{n}:6388": f"127.0.0.1:{{port:{n}}}" for n in (1, 2, 3)},
-        },
-        lines=(Line(r"^tenure serve --cluster", background=r'"msg": "listening"'), STATUS),
-    ),
-    ("docs/cluster.md", "# cell a: three members"): ShellBlock(
-        slow=True,
-        servers=("etcd",),
-        substitutions={
-            "etcd://e1:2379,e2:2379,e3:2379/prod": "etcd://{etcd}/{unique}",
-            **{
-                f"--host 10.0.{c}.{n} --port 6388": f"--host 127.0.0.1 --port {{port:{c}{n}}}"
-                for c in (0, 1)
-                for n in (1, 2, 3)
-            },
-            **{f"10.0.0.{n}:6388": f"127.0.0.1:{{port:0{n}}}" for n in (1, 2, 3)},
-        },
-        lines=(Line(r"^tenure serve --cluster", background=r'"msg": "listening"'), STATUS),
-    ),
+    ("docs/cluster.md", "# three servers"): _members_block(cells=(0,)),
+    ("docs/cluster.md", "# cell a: three members"): _members_block(cells=(0, 1)),
     ("docs/cluster.md", "tenure cluster status"): ShellBlock(
         servers=("cluster",), substitutions=CLUSTER, lines=(STATUS,)
     ),
