@@ -23,7 +23,7 @@ from tenure._core.kinds import parties_data
 from tenure._core.members import GROUP_DATA, member_record
 from tenure._core.rates import Bucket, bucket_data
 from tenure._core.values import MAX_COUNT, ClientIdentity
-from tenure.server._cluster.directory import Directory, DirectoryKeys
+from tenure.server._cluster.directory import DirectoryKeys, ServiceDirectory
 from tenure.server._cluster.keys import ServerRecord
 from tenure.server._cluster.role import ClusterRole
 from tenure.server._cluster.store import Leader
@@ -309,7 +309,7 @@ def test_no_leader_known_and_no_cluster() -> None:
 
 def test_a_service_of_two_cells_lists_each_cell_its_leader_and_members() -> None:
     written = 1_700_000_000.25
-    places = Directory(
+    places = ServiceDirectory(
         cast(Any, None), cast(Any, None), cast(Any, None), DirectoryKeys.of("", "prod"), "a", 5
     )
     a1 = ServerRecord("a1", "10.0.0.1:6388", "leader", 8, written, http="10.0.0.1:9100")
