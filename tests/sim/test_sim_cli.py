@@ -23,14 +23,14 @@ pytestmark = pytest.mark.timeout(600)
 #: schedule can move these: run it again and put its seeds here; a mutant that needs
 #: many more seeds than before is a weaker simulation.
 FOUND_BY = {
-    "resent-update": ("cluster", 15, "linearizable:watch"),
+    "resent-update": ("server", 293, "linearizable:watch"),
     "stalled-release": ("server", 1, "linearizable:mutex"),
     "token-reset": ("server", 1, "linearizable:mutex"),
     "lost-swap": ("server", 1, "linearizable:register"),
     "early-claim-end": ("server", 1, "claims:exclusive"),
     "torn-record": ("server", 1, "restart"),
     "failover-token-reset": ("cluster", 1, "linearizable:mutex"),
-    "unfenced-append": ("cluster", 3, "no-progress"),
+    "unfenced-append": ("cluster", 8, "no-progress"),
 }
 #: The options of each target's runs here (a cluster's: as its mutants were sought).
 TARGET_ARGS = {
