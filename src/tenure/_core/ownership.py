@@ -10,9 +10,10 @@ checks compare the running counts with :func:`counted_usage`.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
-from tenure._core.node import semaphore_bytes
+from tenure._core.node import Node, semaphore_bytes
 from tenure._core.quotas import (
     Q_DATA_BYTES,
     Q_HOLDS,
@@ -27,6 +28,7 @@ from tenure._core.quotas import (
     Usage,
     text_bytes,
 )
+from tenure._core.session import Session
 from tenure._core.state import EngineState
 
 
@@ -69,16 +71,21 @@ def counted_usage(state: EngineState) -> dict[str, list[int]]:
     return counts
 
 
-def dump_owners(state: EngineState) -> dict[str, list[Any]]:
+def dump_owners(
+    state: EngineState,
+    of_nodes: Iterable[Node] | None = None,
+    of_sessions: Iterable[Session] | None = None,
+) -> dict[str, list[Any]]:
     """The owners a snapshot keeps (only of what has one): flat lists of ``sessions``
-    (id, owner), ``nodes`` (name, owner) and ``semaphores`` (node, name, owner)."""
+    (id, owner), ``nodes`` (name, owner) and ``semaphores`` (node, name, owner); of
+    ``of_nodes`` and ``of_sessions`` alone where given (one node's part)."""
     sessions: list[Any] = []
     nodes: list[Any] = []
     semaphores: list[Any] = []
-    for session in state.sessions.values():
+    for session in state.sessions.values() if of_sessions is None else of_sessions:
         if owner_of(session.usage):
             sessions += (session.session_id, owner_of(session.usage))
-    for node in state.nodes.values():
+    for node in state.nodes.values() if of_nodes is None else of_nodes:
         if owner_of(node.usage):
             nodes += (node.name, owner_of(node.usage))
         for sem in node.semaphores.values():

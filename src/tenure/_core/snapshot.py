@@ -2,7 +2,8 @@
 
 :func:`dump` turns the engine's state into plain data (dicts, lists, str, bytes,
 int, float, bool, None: msgpack and the like carry it as it is); :func:`load`
-builds an equal engine from it. Watches are not part of a snapshot: they belong
+builds an equal engine from it. :func:`dump_node` takes one node's part alone (what a
+move between cells carries: :mod:`tenure._core.node_moves`). Watches are not part of a snapshot: they belong
 to connections, and a client re-arms them (reading the latest state) when it
 re-attaches.
 
@@ -28,6 +29,7 @@ every version of it, :mod:`tenure._core.snapshot_load`'s (re-exported here).
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 
 from tenure._core.deadlines import (
     ClaimDeadline,
@@ -41,6 +43,7 @@ from tenure._core.effects import AcquireFailed
 from tenure._core.engine import Engine
 from tenure._core.node import Node
 from tenure._core.ownership import dump_owners
+from tenure._core.session import Session
 from tenure._core.snapshot_layout import (
     CLAIM_FIELDS,
     MISSED_FAILED,
@@ -66,9 +69,28 @@ _SESSION_BITS = (1 << 64) - 1
 
 def dump(engine: Engine) -> Plain:
     """The engine's state as plain data (see the module docstring)."""
+    return _dump(engine, engine.nodes.values(), engine.sessions.values(), dump_owners(engine))
+
+
+def dump_node(engine: Engine, name: str) -> Plain:
+    """A snapshot of the node ``name`` alone: the node, its sessions, what they hold
+    and wait for, their owners, and the engine's counters (its fencing counter: a
+    mark above every token the node has had), as :func:`load` reads it.
+
+    Raises:
+        NotFoundError: there is no node ``name``.
+    """
+    node = engine.lookup_node(name)
+    sessions = [engine.sessions[sid] for sid in sorted(node.sessions)]
+    return _dump(engine, (node,), sessions, dump_owners(engine, (node,), sessions))
+
+
+def _dump(
+    engine: Engine, nodes: Iterable[Node], of_sessions: Iterable[Session], owners: Plain
+) -> Plain:
     sessions: list[object] = []
     missed: list[object] = []
-    for s in engine.sessions.values():
+    for s in of_sessions:
         sessions += (
             s.session_id,
             s.node,
@@ -111,10 +133,10 @@ def dump(engine: Engine) -> Plain:
         "last_session_id": engine.last_session_id,
         "last_watch_id": engine.last_watch_id,
         "last_order": engine.last_order,
-        "nodes": [_dump_node(node) for node in engine.nodes.values()],
+        "nodes": [_dump_node(node) for node in nodes],
         "sessions": sessions,
         "missed": missed,
-        "owners": dump_owners(engine),
+        "owners": owners,
     }
 
 
@@ -281,6 +303,7 @@ __all__ = [
     "V6_WAITER_FIELDS",
     "WAITER_FIELDS",
     "dump",
+    "dump_node",
     "load",
     "resume",
 ]

@@ -345,23 +345,28 @@ class EngineState:
             if session.expires_at is not None:
                 deadlines.schedule(session.expires_at, SessionDeadline(session.session_id))
         for node in self.nodes.values():
-            for name, timer in node.claims.items():
-                deadlines.schedule(timer.ends_at, ClaimDeadline(node.name, name, timer.token))
-            for sem in node.semaphores.values():
-                if not sem.timed():
-                    continue
-                if sem.blocked_until:
-                    deadlines.schedule(sem.blocked_until, LockDelayDeadline(node.name, sem.name))
-                if sem.queue_length():
-                    for waiter in sem.waiters.values():
-                        if waiter.deadline is not None and self._times_its_set(node, sem, waiter):
-                            deadlines.schedule(
-                                waiter.deadline,
-                                WaiterDeadline(node.name, sem.name, waiter.key, waiter.request_id),
-                            )
-                for owner in sem.each_owner():
-                    if owner.lease_deadline is not None:
+            self.schedule_node(deadlines, node)
+
+    def schedule_node(self, deadlines: Deadlines, node: Node) -> None:
+        """Put every deadline of ``node``'s claims, lock-delays, waiters and holders in
+        ``deadlines`` (its sessions' are theirs: :meth:`reschedule_all`)."""
+        for name, timer in node.claims.items():
+            deadlines.schedule(timer.ends_at, ClaimDeadline(node.name, name, timer.token))
+        for sem in node.semaphores.values():
+            if not sem.timed():
+                continue
+            if sem.blocked_until:
+                deadlines.schedule(sem.blocked_until, LockDelayDeadline(node.name, sem.name))
+            if sem.queue_length():
+                for waiter in sem.waiters.values():
+                    if waiter.deadline is not None and self._times_its_set(node, sem, waiter):
                         deadlines.schedule(
-                            owner.lease_deadline,
-                            LeaseDeadline(node.name, sem.name, owner.key, owner.token),
+                            waiter.deadline,
+                            WaiterDeadline(node.name, sem.name, waiter.key, waiter.request_id),
                         )
+            for owner in sem.each_owner():
+                if owner.lease_deadline is not None:
+                    deadlines.schedule(
+                        owner.lease_deadline,
+                        LeaseDeadline(node.name, sem.name, owner.key, owner.token),
+                    )
