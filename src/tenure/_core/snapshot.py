@@ -3,9 +3,9 @@
 :func:`dump` turns the engine's state into plain data (dicts, lists, str, bytes,
 int, float, bool, None: msgpack and the like carry it as it is); :func:`load`
 builds an equal engine from it. :func:`dump_node` takes one node's part alone (what a
-move between cells carries: :mod:`tenure._core.node_moves`). Watches are not part of a snapshot: they belong
-to connections, and a client re-arms them (reading the latest state) when it
-re-attaches.
+move between cells carries: :mod:`tenure._core.node_moves`). Watches are not part of
+a snapshot: they belong to connections, and a client re-arms them (reading the latest
+state) when it re-attaches.
 
 Times inside an engine are on its host's monotonic clock, which starts afresh in a
 new process. :func:`resume` moves a loaded engine onto the new clock, keeping the
