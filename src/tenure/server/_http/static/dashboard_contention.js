@@ -15,31 +15,49 @@ function contentionSort() {
   return document.getElementById("contention-sort").value;
 }
 
+// The figures of one row, after its node and name: each a cell's text.
+function contentionFigures(stat) {
+  const seconds = (s) => (s === null ? "-" : s < 1 ? Math.round(s * 1000) + "ms" : duration(s));
+  return [seconds(stat.wait_seconds), String(stat.grants), String(stat.timeouts), String(stat.queue),
+    seconds(stat.longest_hold), seconds(stat.wait_p50) + " / " + seconds(stat.wait_p99)];
+}
+
 async function refreshContention() {
   const section = document.getElementById("contention");
   if (document.getElementById("board").hidden) return; // (logged out: nothing to ask)
   const window_ = document.getElementById("contention-window").value;
-  const query = "?window=" + window_ + "&sort=" + contentionSort() + "&limit=10";
+  const sort = contentionSort();
+  const query = "?window=" + window_ + "&sort=" + sort + "&limit=10";
   const response = await fetch(API + "/top" + query, { credentials: "same-origin" }).catch(() => null);
   if (!response || !response.ok) return;
   const answer = await response.json();
+  if (sort !== contentionSort()) return; // (an answer for the order before a change)
   const text = JSON.stringify(answer.names);
   section.hidden = false;
   if (text === contentionShown) return;
   contentionShown = text;
   const body = document.getElementById("contention-rows");
-  const seconds = (s) => (s === null ? "-" : s < 1 ? Math.round(s * 1000) + "ms" : duration(s));
-  body.replaceChildren(...answer.names.map((stat) => {
-    const pick = el("button", { type: "button", class: "pick who", "data-node": stat.node, "data-name": stat.name },
-      stat.name);
-    pick.addEventListener("click", () => showWhy(stat.node, stat.name));
-    return el("tr", { class: "contended-name", "data-node": stat.node, "data-name": stat.name },
-      el("td", { class: "who" }, stat.node), el("td", {}, pick),
-      el("td", { class: "num" }, seconds(stat.wait_seconds)),
-      el("td", { class: "num" }, stat.grants), el("td", { class: "num" }, stat.timeouts),
-      el("td", { class: "num" }, stat.queue), el("td", { class: "num" }, seconds(stat.longest_hold)),
-      el("td", { class: "num" }, seconds(stat.wait_p50) + " / " + seconds(stat.wait_p99)));
-  }));
+  const keys = answer.names.map((stat) => JSON.stringify([stat.node, stat.name]));
+  const rows = [...body.children];
+  if (rows.length === keys.length && rows.every((row, i) => row.dataset.key === keys[i])) {
+    // The same names in the same order: only the figures change, in place. A row
+    // replaced between a click's press and its release would lose the click (its
+    // button gone), and the figures of names still waited for change every refresh.
+    answer.names.forEach((stat, i) => {
+      const cells = rows[i].querySelectorAll("td.num");
+      contentionFigures(stat).forEach((figure, j) => { cells[j].textContent = figure; });
+    });
+  } else {
+    body.replaceChildren(...answer.names.map((stat, i) => {
+      const pick = el("button", { type: "button", class: "pick who", "data-node": stat.node, "data-name": stat.name },
+        stat.name);
+      pick.addEventListener("click", () => showWhy(stat.node, stat.name));
+      return el("tr", { class: "contended-name", "data-node": stat.node, "data-name": stat.name, "data-key": keys[i] },
+        el("td", { class: "who" }, stat.node), el("td", {}, pick),
+        ...contentionFigures(stat).map((figure) => el("td", { class: "num" }, figure)));
+    }));
+  }
+  body.dataset.sort = sort; // (the order drawn: what a test waits for after a change)
   document.getElementById("contention-empty").hidden = answer.names.length > 0;
   if (chosen) showWhy(chosen.node, chosen.name);
 }
