@@ -27,7 +27,7 @@ from tenure._core.claims import (
     parse_claim,
 )
 from tenure._core.invariants import check_invariants
-from tenure._core.snapshot import dump, load, resume
+from tenure._core.snapshot import SNAPSHOT_VERSION, dump, load, resume
 from tenure.errors import (
     InvalidArgumentError,
     LimitExceededError,
@@ -339,7 +339,7 @@ def test_claims_survive_a_snapshot_and_a_resume_leaves_out_the_downtime() -> Non
     claim(engine, s, "b", B, 10, 100, now=0.0)
     engine.apply(ReleaseClaim(NODE, "b", B, T0 + 4), 4.0)
     data = dump(engine)
-    assert data["version"] == 12
+    assert data["version"] == SNAPSHOT_VERSION
     (plain,) = data["nodes"]
     assert plain["claims"][:5] == ["a", A, 1, 10.0, 100.0]
     restored = load(data)

@@ -19,7 +19,7 @@ from tenure._core import (
     ResumeSession,
 )
 from tenure._core.invariants import check_invariants
-from tenure._core.snapshot import dump, load
+from tenure._core.snapshot import SNAPSHOT_VERSION, dump, load
 from tenure._core.values import DEADLOCK_SEARCH_LIMIT, MAX_DEADLOCKS_SHOWN
 from tenure.errors import DeadlockError, InvalidArgumentError
 
@@ -345,7 +345,7 @@ def test_the_node_keeps_its_latest_broken_deadlocks() -> None:
 def test_tasks_survive_a_snapshot_and_older_snapshots_load_with_none() -> None:
     engine, _, s2 = crossing(3, 9)
     plain = dump(engine)
-    assert plain["version"] == 12
+    assert plain["version"] == SNAPSHOT_VERSION
     copy = load(plain)
     check_invariants(copy)
     assert dump(copy) == plain

@@ -9,7 +9,7 @@ import pytest
 
 from tenure._core import Acquire, NodeConfig, Release, Renew
 from tenure._core.effects import LeaseLost
-from tenure._core.snapshot import dump, load, resume
+from tenure._core.snapshot import SNAPSHOT_VERSION, dump, load, resume
 from tenure._core.values import MAX_COUNT, MAX_HOLD_SECONDS
 from tenure.errors import ErrorCode, InvalidArgumentError
 
@@ -138,7 +138,7 @@ def test_a_bound_survives_a_snapshot_and_a_restart_keeps_the_time_it_had_left() 
     acquire(engine, b, "queued", MAX_COUNT, ephemeral=True, max_hold=7.0, now=2.0)
     engine.tick(3.0)
     data = dump(engine)
-    assert data["version"] == 12
+    assert data["version"] == SNAPSHOT_VERSION
     (plain,) = data["nodes"]
     assert plain["max_holds"] == [[11.0, None], [7.0]]
     restored = load(data)

@@ -38,7 +38,7 @@ from tenure._core.invariants import check_invariants
 from tenure._core.ownership import counted_usage
 from tenure._core.quotas import OBJECT_BYTES, Q_DATA_BYTES, Q_HOLDS, Q_SESSIONS, TRACKED, Quota
 from tenure._core.session import KEY_DIGEST_BYTES
-from tenure._core.snapshot import dump, load
+from tenure._core.snapshot import SNAPSHOT_VERSION, dump, load
 from tenure.errors import LimitExceededError
 
 from .support import KEY, NODE, acquire, make_engine
@@ -246,7 +246,7 @@ def test_a_snapshot_keeps_owners_and_counts() -> None:
     engine.apply(CreateSemaphore(sid, "a", 1, b"12345"), 0.0)
     _as(engine, "batch", CreateNode("mine"))
     plain = msgspec.msgpack.decode(msgspec.msgpack.encode(dump(engine)))
-    assert plain["version"] == 12
+    assert plain["version"] == SNAPSHOT_VERSION
     loaded = load(plain)
     check_invariants(loaded)
     assert _usage(loaded, "batch") == _usage(engine, "batch")

@@ -14,6 +14,7 @@ import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
+from tenure.errors import NotFoundError
 from tests.docs.context import Hook, Page, Run, async_reader, calls_of, reader, until
 from tests.gunicorn_conf import workers_up, write_config
 from tests.ports import free_port
@@ -143,7 +144,10 @@ async def a_term_starts_the_scheduler(step: Run) -> None:
     # The block leads until cancelled: its election shows host-a leading meanwhile.
     async def host_a_leads() -> bool:
         async with step.ns["tenure"].connect(step.ns["url"]) as client:
-            session = await client.session("app")
+            try:
+                session = await client.session("app")
+            except NotFoundError:
+                return False  # (the block, run beside, has not made its node yet)
             leader = await session.election("scheduler").leader()
             await session.close()
             return leader is not None and leader.data == b"host-a"

@@ -242,6 +242,41 @@ def _members_block(cells: tuple[int, ...]) -> ShellBlock:
     )
 
 
+def _moves_block() -> ShellBlock:
+    """docs/cluster.md's move of a node between the cells of the block before it: those
+    six members run beside it (on loopback and ports of the run's), as the page says."""
+    service = "etcd://{etcd}/{unique}"
+    members = tuple(
+        (
+            f"tenure serve --cluster {service} --cell {cell} --host 127.0.0.1 "
+            f"--port {{port:{c}{n}}} --http-port {{port:h{c}{n}}} --data-dir ./{cell}{n}",
+            Line(r"^tenure serve", background=r'"msg": "listening"'),
+        )
+        for c, cell in enumerate("ab")
+        for n in (1, 2, 3)
+    )
+    return ShellBlock(
+        slow=True,
+        servers=("etcd",),
+        substitutions={
+            "etcd://e1:2379,e2:2379,e3:2379/prod": service,
+            **{f"10.0.{c}.1:6388": f"127.0.0.1:{{port:{c}1}}" for c in (0, 1)},
+        },
+        beside=members,
+        lines=(
+            Line(
+                r"^tenure cells move orders --to b",
+                prints=r"node 'orders' (moved to|is on) cell 'b'",
+            ),
+            Line(
+                r"^tenure cells move orders --to a",
+                prints=r"node 'orders' (moved to|is on) cell 'a'",
+            ),
+            Line(r"^tenure cells ls", prints=r"(?s)cell.*\ba\b.*\bb\b"),
+        ),
+    )
+
+
 BLOCKS: dict[tuple[str, str], ShellBlock] = {
     ("README.md", "# 1. Install and start the server"): ShellBlock(
         # scripts/start installs the server extra into .venv (pip), compiles the hot path
@@ -265,6 +300,7 @@ BLOCKS: dict[tuple[str, str], ShellBlock] = {
     ),
     ("docs/cluster.md", "# three servers"): _members_block(cells=(0,)),
     ("docs/cluster.md", "# cell a: three members"): _members_block(cells=(0, 1)),
+    ("docs/cluster.md", "# the cells above running"): _moves_block(),
     ("docs/cluster.md", "tenure cluster status"): ShellBlock(
         servers=("cluster",), substitutions=CLUSTER, lines=(STATUS,)
     ),

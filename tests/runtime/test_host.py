@@ -72,6 +72,9 @@ class RecordingJournal:
     def log_tick(self, now: float) -> None:
         self.calls.append(("ticked", now))
 
+    def log_record(self, record: bytes) -> None:
+        self.calls.append(("record", float(len(record))))
+
 
 class RecordingWriter:
     """Admits everything and records the steps it is told of."""

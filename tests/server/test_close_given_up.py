@@ -31,7 +31,7 @@ import pytest
 
 import tenure
 import tenure.sync
-from tenure.backends._remote_session import Shard
+from tenure.backends._shard import Shard
 from tenure.backends.remote import TenureBackend
 from tenure.errors import InvalidArgumentError, SessionExpiredError, TenureError
 from tests.api.support import eventually

@@ -69,6 +69,7 @@ from tenure._core.handlers import (
     watches,
 )
 from tenure._core.handlers.sessions import MAX_PROTECTION_KEY_BYTES
+from tenure._core.moving import refuse_if_moving
 from tenure._core.ownership import counted_usage
 from tenure._core.state import EngineState
 from tenure.errors import InvalidArgumentError
@@ -171,6 +172,8 @@ class Engine(EngineState):
             self.tick(now)
         elif now > self.now:  # (tick's own first step, inline: most commands find nothing due)
             self.now = now
+        if self.moving:  # (a node frozen for a move takes no command: tenure._core.moving)
+            refuse_if_moving(self, command)
         reply: R = handler(self, command, now)
         if self.deadlines.crowded():  # (dead entries a client's renews left: O(1) to ask)
             self.deadlines.compact(self._is_live)

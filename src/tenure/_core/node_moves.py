@@ -30,6 +30,18 @@ own, so that a node's sessions keep their ids wherever it moves.
 Every refusal changes nothing. Watches do not move (they belong to connections: a
 client re-arms its watches on the new cell, reading the latest state, as after a
 re-attach).
+
+A node is **frozen** while it moves (``EngineState.moving``: the other cell, and the
+time it froze): it takes no command (:mod:`tenure._core.moving`) and none of its
+deadlines comes due, so that every copy of it taken meanwhile is the same. The source
+freezes it (:func:`freeze_node`: each attached session is told ``WRONG_CELL`` in a
+SessionEnded, so that its client stops counting on this cell and re-attaches where
+the node then lives), exports it as of the time it froze (:func:`export_node`), and
+then forgets it (:func:`drop_moved_node`) or, if the move fails, thaws it
+(:func:`thaw_node`). The target takes the copy in frozen (:func:`import_moved_node`)
+and thaws it once the directory places the node on it. A thaw is the node taken out
+and put back (:func:`import_node` on the same engine): every session detached with a
+whole recovery window, every timer keeping the time it had left when it froze.
 """
 
 from __future__ import annotations
@@ -38,19 +50,31 @@ from collections.abc import Iterable
 from typing import Final
 
 from tenure._core.deadlines import SessionDeadline
+from tenure._core.effects import SessionEnded
 from tenure._core.engine import Engine
 from tenure._core.node import Node
 from tenure._core.ownership import counted_usage, owner_of
 from tenure._core.quotas import TRACKED
-from tenure._core.snapshot import Plain, load, resume
+from tenure._core.snapshot import Plain, dump_node, load, resume
 from tenure.errors import (
     AlreadyExistsError,
+    ErrorCode,
     InvalidArgumentError,
     LimitExceededError,
     PreconditionFailedError,
 )
 
-__all__ = ["SESSION_ID_BLOCK", "forget_moved_node", "import_node"]
+__all__ = [
+    "SESSION_ID_BLOCK",
+    "drop_moved_node",
+    "export_node",
+    "forget_moved_node",
+    "freeze_node",
+    "import_moved_node",
+    "import_node",
+    "reserve_session_block",
+    "thaw_node",
+]
 
 #: The ids an engine gives its sessions lie in one block of this many (an engine whose
 #: counter starts at ``k * SESSION_ID_BLOCK`` gives out ids of block ``k``): what a
@@ -125,6 +149,97 @@ def forget_moved_node(engine: Engine, name: str) -> None:
     engine.drop_node(node.name)
     engine.forget_deadlocks(node.name)
     engine.name_stats.forget_node(node.name)
+
+
+def freeze_node(engine: Engine, name: str, cell: str, now: float) -> None:
+    """Freeze node ``name`` at ``now`` for its move to cell ``cell`` (module docstring);
+    nothing if it is frozen for that move already.
+
+    Raises:
+        NotFoundError: there is no node ``name``.
+        PreconditionFailedError: it is frozen for a move with another cell.
+    """
+    node = engine.lookup_node(name)
+    frozen = engine.moving.get(name)
+    if frozen is not None:
+        if frozen[0] != cell:
+            raise PreconditionFailedError(
+                f"node {name!r} is moving with cell {frozen[0]!r} already, not {cell!r}"
+            )
+        return
+    now = max(now, engine.now)
+    if engine.deadlines.any_due(now):
+        engine.tick(now)  # (rule 6: what ends by now ends before the node freezes)
+    engine.moving[name] = (cell, now)
+    why = (
+        f"node {name!r} is moving to cell {cell!r}: re-attach the session where the "
+        "service's directory places the node"
+    )
+    for session_id in sorted(node.sessions):
+        if engine.sessions[session_id].expires_at is None:  # (attached: told)
+            engine.effects.append(SessionEnded(session_id, ErrorCode.WRONG_CELL, why))
+
+
+def export_node(engine: Engine, name: str) -> Plain:
+    """The copy of frozen node ``name`` that moves, as of the time it froze (module
+    docstring).
+
+    Raises:
+        PreconditionFailedError: node ``name`` is not frozen.
+    """
+    frozen = engine.moving.get(name)
+    if frozen is None:
+        raise PreconditionFailedError(f"node {name!r} is not frozen for a move")
+    return dump_node(engine, name, at=frozen[1])
+
+
+def thaw_node(engine: Engine, name: str, now: float) -> None:
+    """Serve frozen node ``name`` again from ``now`` (module docstring); nothing if it
+    is not frozen."""
+    frozen = engine.moving.get(name)
+    if frozen is None:
+        return
+    plain = dump_node(engine, name, at=frozen[1])
+    del engine.moving[name]
+    forget_moved_node(engine, name)
+    # (Its own usage coming back: counted as it was, past a quota lowered meanwhile.)
+    enforcing, engine.ledger.enforcing = engine.ledger.enforcing, False
+    try:
+        import_node(engine, plain, now)
+    finally:
+        engine.ledger.enforcing = enforcing
+
+
+def import_moved_node(engine: Engine, plain: Plain, cell: str, now: float) -> str:
+    """:func:`import_node`, the node frozen on arrival (from cell ``cell``) until it is
+    thawed here; its name. A node frozen here for that move already is taken as it is
+    (the import was sent again).
+
+    Raises:
+        As :func:`import_node`.
+    """
+    nodes = plain.get("nodes") if isinstance(plain, dict) else None
+    name = nodes[0].get("name") if isinstance(nodes, list) and len(nodes) == 1 else None
+    frozen = engine.moving.get(name) if isinstance(name, str) else None
+    if isinstance(name, str) and frozen is not None and frozen[0] == cell:
+        return name
+    name = import_node(engine, plain, now)
+    engine.moving[name] = (cell, max(now, engine.now))
+    return name
+
+
+def drop_moved_node(engine: Engine, name: str) -> None:
+    """Forget node ``name``, moved to another cell that serves it now (nothing if it is
+    not here)."""
+    engine.moving.pop(name, None)
+    if name in engine.nodes:
+        forget_moved_node(engine, name)
+
+
+def reserve_session_block(engine: Engine, block: int) -> None:
+    """Give this engine's sessions ids of block ``block`` (of :data:`SESSION_ID_BLOCK`
+    ids) from now on: its counter raised to the block's start, if below it."""
+    engine.last_session_id = max(engine.last_session_id, block * SESSION_ID_BLOCK)
 
 
 def _check_room(engine: Engine, node: Node, session_ids: Iterable[int]) -> None:

@@ -69,24 +69,36 @@ _SESSION_BITS = (1 << 64) - 1
 
 def dump(engine: Engine) -> Plain:
     """The engine's state as plain data (see the module docstring)."""
-    return _dump(engine, engine.nodes.values(), engine.sessions.values(), dump_owners(engine))
+    plain = _dump(
+        engine, engine.nodes.values(), engine.sessions.values(), dump_owners(engine), engine.now
+    )
+    if engine.moving:  # (the nodes frozen for a move: none in most snapshots)
+        plain["moving"] = [[node, cell, since] for node, (cell, since) in engine.moving.items()]
+    return plain
 
 
-def dump_node(engine: Engine, name: str) -> Plain:
+def dump_node(engine: Engine, name: str, at: float | None = None) -> Plain:
     """A snapshot of the node ``name`` alone: the node, its sessions, what they hold
     and wait for, their owners, and the engine's counters (its fencing counter: a
-    mark above every token the node has had), as :func:`load` reads it.
+    mark above every token the node has had), as :func:`load` reads it; its time is
+    ``at`` (None: the engine's), from which a :func:`resume` counts what each timer
+    has left (a frozen node's: the time it froze).
 
     Raises:
         NotFoundError: there is no node ``name``.
     """
     node = engine.lookup_node(name)
     sessions = [engine.sessions[sid] for sid in sorted(node.sessions)]
-    return _dump(engine, (node,), sessions, dump_owners(engine, (node,), sessions))
+    now = engine.now if at is None else at
+    return _dump(engine, (node,), sessions, dump_owners(engine, (node,), sessions), now)
 
 
 def _dump(
-    engine: Engine, nodes: Iterable[Node], of_sessions: Iterable[Session], owners: Plain
+    engine: Engine,
+    nodes: Iterable[Node],
+    of_sessions: Iterable[Session],
+    owners: Plain,
+    now: float,
 ) -> Plain:
     sessions: list[object] = []
     missed: list[object] = []
@@ -127,7 +139,7 @@ def _dump(
                 )
     return {
         "version": SNAPSHOT_VERSION,
-        "now": engine.now,
+        "now": now,
         "max_nodes": engine.max_nodes,
         "last_token": engine.last_token,
         "last_session_id": engine.last_session_id,
@@ -283,6 +295,10 @@ def resume(engine: Engine, now: float) -> None:
                     owner.lease_deadline = deadline
                     lease = LeaseDeadline(node.name, sem.name, owner.key, owner.token)
                     deadlines.schedule(deadline, lease)
+    if engine.moving:  # (a frozen node's time of freezing, on the new clock too)
+        engine.moving = {
+            node: (cell, since + shift) for node, (cell, since) in engine.moving.items()
+        }
     engine.now = now
     engine.deadlines = deadlines
 

@@ -39,7 +39,11 @@ refuses such a snapshot rather than let a bounded grant outlive its bound. Versi
 12 keeps each session's protection key as its SHA-256 digest
 (:func:`tenure._core.session.digest_key`) where the key was, and changed so that an
 older server refuses such a snapshot rather than take a digest for a key; versions 1
-to 11 hold the keys themselves, and load with each hashed. Any
+to 11 hold the keys themselves, and load with each hashed. Version 13 adds the
+nodes frozen for a move between cells (``"moving"``: per node its name, the other
+cell's and the engine time it froze; only when one is; :mod:`tenure._core.node_moves`),
+and changed so that an older server refuses such a snapshot rather than serve a node
+another cell may be serving already. Any
 version may carry each node's hand-off offers (``"offers"``: per offered hold its
 semaphore's name, session id, hold number and the digest of its secret, flat; only
 on a node that has one; :mod:`tenure._core.handlers.handoffs`): added without a new
@@ -65,7 +69,7 @@ from __future__ import annotations
 from typing import Any
 
 #: Bumped when the layout changes; :func:`load` refuses layouts it does not know.
-SNAPSHOT_VERSION = 12
+SNAPSHOT_VERSION = 13
 
 #: Values per object in the flat lists (see the module docstring).
 # id, node, timeout, description, protection key (its digest since version 12),

@@ -54,7 +54,7 @@ def load(data: Plain, *, counted: bool = True) -> Engine:
         InvalidArgumentError: the data is not a snapshot this version can read.
     """
     version = data.get("version") if isinstance(data, dict) else None
-    if version not in (1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, SNAPSHOT_VERSION):
+    if version not in (1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, SNAPSHOT_VERSION):
         raise InvalidArgumentError(
             f"not a tenure engine snapshot of version 1 to {SNAPSHOT_VERSION} (got {version!r})"
         )
@@ -79,6 +79,7 @@ def _load(data: Plain, version: int, counted: bool) -> Engine:
     engine.last_session_id = int(data["last_session_id"])
     engine.last_watch_id = int(data["last_watch_id"])
     engine.last_order = int(data["last_order"]) if version > 6 else 0
+    engine.moving = {str(n): (str(c), float(t)) for n, c, t in data.get("moving", ())}
     for plain in data["nodes"]:
         node = Node(plain["name"], config_from_stored(plain["config"]).validated())
         if version > 5:

@@ -128,6 +128,10 @@ class EngineState:
         self.last_session_id = 0
         self.last_watch_id = 0
         self.last_order = 0  # the arrival number of the latest queued request
+        #: The nodes frozen for a move between cells (:mod:`tenure._core.node_moves`):
+        #: each node's name, the other cell's, and the time it froze. A frozen node
+        #: takes no command and none of its deadlines comes due (:mod:`tenure._core.moving`).
+        self.moving: dict[str, tuple[str, float]] = {}
         self.now = 0.0  # the latest time the engine was given
         self.deadlines = Deadlines()
         self.watches = Watches()

@@ -15,7 +15,7 @@ import dataclasses
 from typing import Final
 
 from tenure._core.commands import Acquire, AcquireAll, CreateSession, DescribeResult
-from tenure._core.effects import WatchFired
+from tenure._core.effects import SessionEnded, WatchFired
 from tenure._core.values import (
     NO_IDENTITY,
     NodeConfig,
@@ -104,7 +104,8 @@ def for_version(message: Message, version: int | None) -> Message:
 def _before_version_12(message: Message) -> Message:
     """``message`` without what version 12 added: Welcome's ``cell``, ClusterView's
     ``cell`` and ``cells`` (left out), and the code WRONG_CELL, which such a peer
-    reads as UNAVAILABLE (the message still names the cell that serves the node)."""
+    reads as UNAVAILABLE (the message still names the cell that serves the node); in a
+    SessionEnded (its session's node moves to another cell), as SESSION_EXPIRED."""
     if type(message) is Welcome and message.cell:
         return dataclasses.replace(message, cell="")
     if type(message) is Reply and type(message.value) is ClusterView and message.value.cell:
@@ -112,6 +113,17 @@ def _before_version_12(message: Message) -> Message:
         return Reply(message.request_id, view, message.index)
     if type(message) is Failure and message.code == ErrorCode.WRONG_CELL:
         return Failure(message.request_id, ErrorCode.UNAVAILABLE, message.message)
+    if (
+        type(message) is Push
+        and type(message.effect) is SessionEnded
+        and message.effect.code == ErrorCode.WRONG_CELL
+    ):
+        # (Its node moves to another cell, which such a peer cannot follow: the session
+        # is as good as ended for it, and it must stop counting on what it held.)
+        ended = SessionEnded(
+            message.effect.session_id, ErrorCode.SESSION_EXPIRED, message.effect.message
+        )
+        return Push(ended)
     return message
 
 

@@ -105,6 +105,9 @@ class HostJournal(Protocol):
     def log_tick(self, now: float) -> None:
         """Queue the record of a tick at ``now`` that changed the state."""
 
+    def log_record(self, record: bytes) -> None:
+        """Queue a record the host made whole (a step of a node's move between cells)."""
+
 
 class HostWriter(Protocol):
     """What a host's steps answer to: who may step, and the commit of what they logged
@@ -275,6 +278,34 @@ class Host:
         if self.observer is not None:
             self.observer.applied(command, value)
         return value
+
+    def change(
+        self, step: Callable[[Engine, float], None], record: Callable[[float], bytes]
+    ) -> None:
+        """Apply ``step(engine, now)`` now, a change no command makes (a step of a
+        node's move between cells), logged as ``record(now)``; deliver its effects.
+        Deadlines due by now are handled first, and logged (rule 6).
+
+        Raises:
+            ``step``'s error (nothing changed); UnavailableError if the journal could
+            not log it.
+        """
+        engine, now = self.engine, self.clock.now()
+        logged = False
+        try:
+            if engine.deadlines.any_due(now) and engine.tick(now):
+                self._log_tick(now)
+                logged = True
+            step(engine, now)
+            journal = self.journal
+            if journal is not None:
+                try:
+                    journal.log_record(record(now))
+                except Exception as error:
+                    self._failed(error)
+            logged = True
+        finally:
+            self._after_step(logged)
 
     def start(self) -> None:
         """Arm the timer (for the deadlines a recovered engine carries)."""

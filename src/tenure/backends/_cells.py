@@ -33,7 +33,7 @@ from tenure._core.rendezvous import hash64
 from tenure._protocol.cluster import ClusterStatus, ClusterView
 from tenure.backends._doors import Door
 from tenure.backends._link import LinkOptions
-from tenure.backends._remote_session import Shard
+from tenure.backends._shard import Shard
 from tenure.backends._standby_reads import StandbyReads
 from tenure.errors import PermissionDeniedError, UnavailableError, WrongCellError
 

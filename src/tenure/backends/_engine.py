@@ -72,7 +72,7 @@ from tenure.backends._store import (
     Withdrawal,
 )
 from tenure.backends._watch import EngineCalls, EngineWatches
-from tenure.errors import LostError, TenureError, error_from_code
+from tenure.errors import ErrorCode, LostError, TenureError, error_from_code
 
 R = TypeVar("R")
 
@@ -82,6 +82,7 @@ __all__ = [
     "CommandStore",
     "EngineStore",
     "HoldsReader",
+    "MovingCalls",
     "StaleCalls",
     "engine_session",
     "read_holds",
@@ -114,6 +115,16 @@ class HoldsReader(Protocol):
 
     async def read_holds(self) -> list[HeldGrant]:
         """The session's holds as the engine keeps them now, in (name, hold) order."""
+
+
+@runtime_checkable
+class MovingCalls(Protocol):
+    """A channel whose session's node may move to another cell of its service
+    (``tenure://``: :meth:`~tenure.backends._remote_session.RemoteStore.node_moving`)."""
+
+    def node_moving(self, why: str) -> None:
+        """The server said the node moves (a SessionEnded of WRONG_CELL, ``why`` its
+        message): re-attach where it lives next."""
 
 
 @runtime_checkable
@@ -320,6 +331,9 @@ class CommandStore(HandoffCommands):
             assert isinstance(error, LostError)
             session.grant_lost(effect.name, effect.hold, effect.token, error)
         elif isinstance(effect, SessionEnded):
+            if effect.code == ErrorCode.WRONG_CELL and isinstance(self.channel, MovingCalls):
+                self.channel.node_moving(effect.message)  # (not ended: it moves with its node)
+                return
             error = error_from_code(effect.code, effect.message)
             assert isinstance(error, LostError)
             session.lose(error)

@@ -4,7 +4,7 @@ A session of ``tenure://`` is a :class:`~tenure.backends._session.StoreSession`
 over a :class:`RemoteStore`: its :class:`~tenure.backends._store.Store`, and the
 channel of a :class:`~tenure.backends._engine.CommandStore` and of the engine's
 watches, whose channel is the network (one :class:`~tenure.backends._link.Link` per
-server, its :class:`Shard`). What the network adds lives here:
+server, its :class:`~tenure.backends._shard.Shard`). What the network adds lives here:
 
 * **Re-attach.** After each new connection the shard re-attaches the session with
   its protection key and the next sequence number, before any other request goes
@@ -39,6 +39,14 @@ server, its :class:`Shard`). What the network adds lives here:
   service's standbys (:mod:`tenure.backends._standby_reads`: never older than what the
   client wrote or was told); while a release of the session is unanswered, to the
   leader, behind it.
+* **A node that moves** to another cell of its service (docs/cluster.md, "Cells"):
+  its cell says so in a SessionEnded of WRONG_CELL as it freezes the node. The
+  session stops counting that connection's confirmations (its deadline runs from
+  the last one before), and re-attaches on the cell that serves the node next, as
+  the client's routing finds it (:attr:`RemoteStore.home`: the node is refused
+  ``UNAVAILABLE`` while it moves, and asked again), then reads its state back and
+  re-arms its watches there, as after a lost connection. Its requests meanwhile
+  wait for that, within its deadline.
 * **Confirmation.** A session is confirmed by every frame the server answers
   while it is attached (:attr:`tenure.backends._link.Link.confirmed_at`), so the
   local deadline (the session's rule) counts from there; while the connection is
@@ -49,7 +57,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Callable, Coroutine
+from collections.abc import Awaitable, Callable
 from typing import Any, Final, TypeVar
 
 from tenure._core import (
@@ -64,22 +72,24 @@ from tenure._core import (
     Command,
     DescribeNode,
     DescribeSemaphore,
-    Effect,
     NodeDescription,
     OfferHold,
     Release,
     Renew,
     SessionInfo,
 )
-from tenure._protocol import FrameTooLargeError, Welcome
+from tenure._protocol import FrameTooLargeError
 from tenure.backends._engine import RECONCILE_PAGE, CommandStore
-from tenure.backends._link import DisconnectedError, Door, Doors, Link, LinkOptions
+from tenure.backends._link import DisconnectedError
 from tenure.backends._remote_data import data_refusal
+from tenure.backends._shard import Shard
 from tenure.backends._standby_reads import StandbyReads
 from tenure.backends._store import BoundSession
 from tenure.backends._watch import EngineWatches
 from tenure.errors import (
     LostError,
+    NotFoundError,
+    PermissionDeniedError,
     RequestTimeoutError,
     SessionExpiredError,
     TenureError,
@@ -88,7 +98,7 @@ from tenure.errors import (
 
 R = TypeVar("R")
 
-__all__ = ["RemoteStore", "Shard"]
+__all__ = ["RemoteStore"]
 
 #: Commands that may be sent again when the connection was lost before their answer.
 _RESENDABLE: Final = (
@@ -101,8 +111,15 @@ _RESENDABLE: Final = (
     CancelWatch,
     CloseSession,
 )
+#: What a cell a session's node left answers its requests with (not applied): it let
+#: the session go as the node froze (not attached there any more), or forgot it.
+_LEFT_BEHIND: Final = (PermissionDeniedError, NotFoundError)
 #: Keep-alives per recovery window: a late Pong or two never costs the session.
 PINGS_PER_WINDOW: Final = 4
+#: The first and the longest pause between two asks of where a moving node lands, in
+#: seconds (each ask doubles it).
+MOVE_PAUSE: Final = 0.02
+MAX_MOVE_PAUSE: Final = 0.5
 
 
 class RemoteStore:
@@ -141,9 +158,23 @@ class RemoteStore:
             self, self.session_id, page_size=page_size, watches=self.watches
         )
         self.session: BoundSession
+        #: Where the session's node lives now, asked when it moves (module docstring;
+        #: None: a service whose nodes do not move, and the session is lost then).
+        self.home: Callable[[str], Awaitable[Shard]] | None = None
+        self._moving: asyncio.Task[None] | None = None  # its re-attach elsewhere
+        #: How many times its node began to move: a request refused by a cell the node
+        #: was leaving (``UNAVAILABLE``, or not attached there any more) is sent again.
+        self._moves = 0
+        #: Whether its service has several cells (its node may move: the backend's).
+        self.in_cells: Callable[[], bool] = lambda: False
         #: Releases to write ahead of the session's next request (module docstring),
         #: by (name, hold), in the order they were owed.
         self._owed: dict[tuple[str, int], None] = {}
+
+    @property
+    def shard(self) -> Shard:
+        """The shard the session lives on (its node's cell's: it moves with the node)."""
+        return self._shard
 
     def bind(self, session: BoundSession) -> None:
         """The session this store works for (its commands' and watches' too)."""
@@ -175,8 +206,13 @@ class RemoteStore:
             ended = self.session.ended
             if ended is not None and not isinstance(command, CloseSession):
                 raise type(ended)(*ended.args)
+            moving = self._moving
+            if moving is not None and not moving.done():
+                await asyncio.shield(moving)  # (it ends by the session's deadline)
+                continue
             link = self._link  # (the deadline inline: this runs on every request)
             base = link.confirmed_at if self._epoch == link.epoch else self._frozen
+            moves = self._moves
             try:
                 if not link.ready:
                     # Wait, then look again: the session may end meanwhile, and its
@@ -203,6 +239,12 @@ class RemoteStore:
             except UnavailableError:
                 if self.session.deadline_passed() and self.session.ended is not None:
                     raise type(self.session.ended)(*self.session.ended.args) from None
+                if self._moves != moves:
+                    continue  # (its node moves: refused there, not applied; sent again)
+                raise
+            except _LEFT_BEHIND:
+                if self._moves != moves:
+                    continue  # (its cell let the session go as the node left: not applied)
                 raise
 
     async def call_stale(self, command: Command[R], max_staleness: float) -> R:
@@ -235,7 +277,30 @@ class RemoteStore:
         sent = self._link.call_if_ready(release) if self._epoch == self._link.epoch else None
         if sent is None:
             self._owed[(release.name, release.hold)] = None
+        elif self.in_cells():  # (a node of a service of several cells may move)
+            return self._through_moves(sent)
         return sent
+
+    def _through_moves(self, sent: asyncio.Future[bool]) -> asyncio.Future[bool]:
+        """``sent``'s answer, a refusal by the cell its node was leaving meanwhile told
+        as ``UNAVAILABLE`` (not applied: the release is sent again, where it lands)."""
+        moves = self._moves
+        answer: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
+
+        def answered(sent: asyncio.Future[bool]) -> None:
+            if answer.done():
+                _retrieve(sent)
+            elif sent.cancelled():
+                answer.cancel()
+            elif (error := sent.exception()) is None:
+                answer.set_result(sent.result())
+            elif isinstance(error, _LEFT_BEHIND) and self._moves != moves:
+                answer.set_exception(UnavailableError(f"its node moved: {error}"))
+            else:
+                answer.set_exception(error)
+
+        sent.add_done_callback(answered)
+        return answer
 
     def _write_owed(self, command: Command[Any]) -> None:
         """Write the releases owed ahead of ``command`` (the connection is ready): each
@@ -280,26 +345,77 @@ class RemoteStore:
             self._frozen = self._link.confirmed_at
             self._owed.update(dict.fromkeys(self.session.ledger.releasing))
 
+    def node_moving(self, why: str) -> None:
+        """The session's node moves to another cell (``why``: its cell's SessionEnded):
+        stop counting on this connection, and re-attach where the node lands (module
+        docstring)."""
+        if self._moving is not None and not self._moving.done():
+            return
+        self._moves += 1
+        self.connection_lost()  # (its deadline from the last confirmation before this)
+        self._epoch = -1  # (attached to no connection)
+        self._moving = asyncio.get_running_loop().create_task(self._follow_node(why))
+
+    async def _follow_node(self, why: str) -> None:
+        """Re-attach where the session's node lands, asking again while it moves, until
+        the session's deadline passes (then it is lost, saying ``why``)."""
+        pause = MOVE_PAUSE
+        while self.session.ended is None:
+            if self.session.deadline_passed() or self.home is None:
+                self.session.lose(SessionExpiredError(f"{why} (not re-attached in time)"))
+                return
+            try:
+                shard = await self.home(self.node)
+                if shard is not self._shard:
+                    self._move_to(shard)
+                await self._link.wait_ready(self.confirmed_at() + self._window)
+                await self._attach(self._link.call)
+                return
+            except (UnavailableError, DisconnectedError, RequestTimeoutError):
+                pass  # (still moving, or that connection lost: ask again)
+            except TenureError as error:
+                self.session.lose(
+                    error if isinstance(error, LostError) else SessionExpiredError(str(error))
+                )
+                return
+            await asyncio.sleep(pause)
+            pause = min(pause * 2, MAX_MOVE_PAUSE)
+
+    def _move_to(self, shard: Shard) -> None:
+        """Leave this shard for ``shard`` (of the cell the node lives on now)."""
+        if self._shard.sessions.get(self.session_id) is self:
+            del self._shard.sessions[self.session_id]
+        self._shard, self._link = shard, shard.link
+        self.where = str(shard.link.endpoint)
+        shard.sessions[self.session_id] = self
+        shard.link.need_pings_every(self._window / PINGS_PER_WINDOW)
+
     async def reattach(self) -> None:
         """Attach to the new connection (during its set-up), then re-arm the watches."""
-        if self.session.deadline_passed():
-            return
-        self.seq_no += 1
+        if self.session.deadline_passed() or (self._moving is not None and not self._moving.done()):
+            return  # (moving: its own re-attach, on the cell the node lands on)
         try:
-            await self._link.call_now(
-                AttachSession(self.session_id, self.protection_key, self.seq_no)
-            )
+            await self._attach(self._link.call_now)
         except (DisconnectedError, RequestTimeoutError):
             raise  # (the connection's failure, not the session's: it is made again)
         except TenureError as error:
             reason = error if isinstance(error, LostError) else SessionExpiredError(str(error))
             self.session.lose(reason)
-            return
+
+    async def _attach(self, call: Callable[[Command[Any]], Awaitable[Any]]) -> None:
+        """Attach to the link's connection through ``call`` (the next sequence number),
+        read the session's state back, and re-arm its watches.
+
+        Raises:
+            TenureError: the attach failed (DisconnectedError: the connection's).
+        """
+        self.seq_no += 1
+        await call(AttachSession(self.session_id, self.protection_key, self.seq_no))
         self._epoch = self._link.epoch
-        await self.commands.reconcile(self._link.call_now)
+        await self.commands.reconcile(call)
         for watch_id in self.watches.forget():
             with contextlib.suppress(TenureError):
-                await self._link.call_now(CancelWatch(self.session_id, watch_id))
+                await call(CancelWatch(self.session_id, watch_id))
 
     # -- ending ---------------------------------------------------------------------
 
@@ -312,171 +428,13 @@ class RemoteStore:
     async def close(self) -> None:
         """Close the session on the server: now (its answer awaited) if it is attached;
         else as soon as it can be reached, at the latest while its client closes
-        (:meth:`Shard.aclose`)."""
+        (:meth:`~tenure.backends._shard.Shard.aclose`)."""
         if self.attached:
             # A task of the shard's: the client's close waits for it (shielded from
             # a caller cancelled meanwhile, as the session's close is).
             await asyncio.shield(self._shard.closing(self))
         else:
             self._shard.close_later(self)
-
-
-class Shard:
-    """One service (a server, or a cluster's doors): its link, the sessions opened
-    on it, and sessions to close there."""
-
-    def __init__(self, doors: Doors | Door, options: LinkOptions) -> None:
-        self.link = Link(doors, options, self)
-        self.sessions: dict[int, RemoteStore] = {}
-        self._to_close: dict[int, RemoteStore] = {}
-        self._tasks: set[asyncio.Task[None]] = set()
-        self.instance_id: bytes | None = None  # of the state the sessions live in
-
-    def deadline(self) -> float:
-        """How long a node-level call may wait for a connection (loop time)."""
-        return asyncio.get_running_loop().time() + self.link.options.connect_timeout
-
-    async def call(self, command: Command[R], *, resend: bool) -> R:
-        """A node-level call; sent again after a lost connection only if ``resend``."""
-        while True:
-            try:
-                return await self.link.call(command, wait_until=self.deadline())
-            except DisconnectedError:
-                if not resend:
-                    raise UnavailableError(
-                        f"the connection to {self.link.endpoint} was lost before "
-                        f"{type(command).__name__} was answered: it may or may not have "
-                        "been applied"
-                    ) from None
-
-    # -- LinkHome -------------------------------------------------------------------
-
-    def push(self, effect: Effect) -> None:
-        """Route an effect to its session (effects of forgotten sessions are dropped)."""
-        store = self.sessions.get(effect.session_id)
-        if store is not None:
-            store.commands.deliver(effect)
-
-    async def connected(self, welcome: Welcome) -> None:
-        """Re-attach every live session, and close the ones given up, before requests flow."""
-        reset = self.instance_id not in (None, welcome.instance_id)
-        self.instance_id = welcome.instance_id
-        live = list(self.sessions.values())
-        if reset:
-            for store in live:
-                store.session.lose(
-                    SessionExpiredError(
-                        f"{self.link.endpoint} runs a new state (instance changed): "
-                        f"session {store.session_id} is gone"
-                    )
-                )
-            self._to_close.clear()
-            return
-        await asyncio.gather(*(store.reattach() for store in live))
-        doomed, self._to_close = list(self._to_close.values()), {}
-        # Tasks :meth:`aclose` waits for: a client's close that begins meanwhile finds
-        # nothing left to close, and must not close the link under these.
-        await asyncio.gather(*(self._track(self._close_after_attach(store)) for store in doomed))
-
-    def disconnected(self) -> None:
-        """The sessions attached to the lost connection start their countdown from here."""
-        for store in self.sessions.values():
-            store.connection_lost()
-
-    # -- sessions given up ----------------------------------------------------------
-
-    def close_later(self, store: RemoteStore) -> None:
-        """End the session of ``store`` on the server as soon as possible (best effort)."""
-        self.sessions.pop(store.session_id, None)
-        if self.link.ready:
-            self.closing(store)
-        else:
-            self._to_close[store.session_id] = store
-
-    def closing(self, store: RemoteStore) -> asyncio.Task[None]:
-        """Close the session of ``store`` on the server now (:meth:`_close`): the task
-        doing it, which :meth:`aclose` waits for."""
-        self.sessions.pop(store.session_id, None)
-        # Written at once if it can be, ahead of whatever the client asks next.
-        sent = self.link.call_if_ready(CloseSession(store.session_id)) if store.attached else None
-        return self._track(self._close(store, sent))
-
-    def _track(self, closing: Coroutine[Any, Any, None]) -> asyncio.Task[None]:
-        """Run ``closing`` (a close of a session) as a task :meth:`aclose` waits for."""
-        task = asyncio.ensure_future(closing)
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
-        return task
-
-    async def _close(self, store: RemoteStore, sent: asyncio.Future[None] | None) -> None:
-        """Close the session (its CloseSession ``sent`` already, or not yet): on the
-        live connection, attached there first if it is not (a session given up stays
-        with the connection it had, and the server takes a session's commands only on
-        its own connection); if there is no connection within ``connect_timeout``, or
-        it is lost before the answer, at the next connection's set-up."""
-        try:
-            if sent is not None:
-                await sent
-                return
-            await self.link.wait_ready(self.deadline())
-            if store.attached:
-                await self.link.call_now(CloseSession(store.session_id))
-            else:
-                await self._attach_and_close(store)
-        except UnavailableError:  # (DisconnectedError too)
-            if not self.link.closing:
-                self._to_close[store.session_id] = store
-        except TenureError:
-            pass  # already expired or closed on the server (or the client closed)
-
-    async def _attach_and_close(self, store: RemoteStore) -> None:
-        """Attach the session to the connection up now (the next sequence number),
-        then close it there."""
-        epoch = self.link.epoch
-        store.seq_no += 1
-        await self.link.call_now(
-            AttachSession(store.session_id, store.protection_key, store.seq_no)
-        )
-        if self.link.epoch != epoch:  # (its CloseSession would be refused on another)
-            raise DisconnectedError("the connection was lost")
-        await self.link.call_now(CloseSession(store.session_id))
-
-    async def _close_after_attach(self, store: RemoteStore) -> None:
-        try:
-            await self._attach_and_close(store)
-        except (DisconnectedError, RequestTimeoutError):
-            self._to_close[store.session_id] = store
-            raise
-        except TenureError:
-            pass  # already expired or closed: nothing left to end
-
-    async def aclose(self, until: float | None = None) -> None:
-        """Close the sessions still to close, then the link.
-
-        Those are the sessions given up (rule 6a) and those whose close a lost
-        connection cut off. Until ``until`` (loop time: the client's ``close_wait``
-        from the start of its close; None: not at all) it waits for a connection and
-        closes each there, so what they hold goes to the next waiter now, not a
-        window later (or a fresh window after a restart of the server), as etcd's
-        session close revokes its lease. What is still open then is left to expire.
-        """
-        if until is not None:
-            with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout_at(until):
-                    await self._close_all()
-        await self.link.aclose()
-        for task in list(self._tasks):
-            with contextlib.suppress(TenureError, OSError):
-                await task
-
-    async def _close_all(self) -> None:
-        """Until no session is left to close: the closes under way, then the rest."""
-        while self._tasks or self._to_close:
-            if not self._tasks:
-                doomed, self._to_close = list(self._to_close.values()), {}
-                for store in doomed:
-                    self.closing(store)
-            await asyncio.wait(set(self._tasks))
 
 
 def _retrieve(future: asyncio.Future[bool]) -> None:

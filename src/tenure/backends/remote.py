@@ -85,10 +85,11 @@ from tenure.backends._link import Doors
 from tenure.backends._opener import NewSession, SessionFactory
 from tenure.backends._options import WITHDRAW_WAIT
 from tenure.backends._remote_admin import DoorReload, read_backup, reload_servers
-from tenure.backends._remote_session import RemoteStore, Shard
+from tenure.backends._remote_session import RemoteStore
 from tenure.backends._remote_status import DoorStatus, cluster_status
 from tenure.backends._remote_url import CLOSE_WAIT, parse
 from tenure.backends._session import StoreSession
+from tenure.backends._shard import Shard
 from tenure.backends._standby_reads import StandbyReads
 from tenure.errors import (
     WrongCellError,
@@ -351,11 +352,25 @@ class TenureBackend(SessionFactory):
         shard (its cell's, :meth:`_on`) and the answer."""
         return await self._route(node, lambda shard: shard.call(command, resend=True))
 
+    async def _home(self, node: str) -> Shard:
+        """The shard of the cell that serves ``node`` now: where a session whose node
+        moved re-attaches (:class:`RemoteStore`).
+
+        Raises:
+            UnavailableError: no cell serves it yet (it moves), or none answered.
+            NotFoundError: it is gone.
+        """
+        shard, _ = await self._at(node, DescribeNode(node))
+        return shard
+
     def _attached(
         self, shard: Shard, node: str, info: SessionInfo, key: bytes, listener: SessionListener
     ) -> StoreSession:
-        # (The standbys looked up at each read: the client may learn cells meanwhile.)
-        store = RemoteStore(shard, node, info, key, lambda: self._standbys(shard))
+        # (The standbys looked up at each read: the client may learn cells meanwhile, and
+        # the session move to another cell with its node.)
+        store = RemoteStore(shard, node, info, key, lambda: self._standbys(store.shard))
+        store.home = self._home
+        store.in_cells = lambda: self.cells is not None
         session = engine_session(
             store, listener, "tenure", node, info, self.withdraw_wait, self.capabilities
         )

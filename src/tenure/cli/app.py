@@ -98,6 +98,7 @@ for _command in (
 ):
     cli.add_command(_command)
 cli.add_command(__import__("tenure.cli.repair", fromlist=["repair"]).repair)  # issue 28
+cli.add_command(__import__("tenure.cli.cells", fromlist=["cells"]).cells)  # issue 61
 cli.add_command(__import__("tenure.cli.group", fromlist=["group"]).group)  # issue 35
 cli.add_command(__import__("tenure.cli.backup", fromlist=["backup"]).backup)  # issue 50
 cli.add_command(__import__("tenure.cli.backup", fromlist=["restore"]).restore)

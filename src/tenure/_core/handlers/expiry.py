@@ -31,7 +31,13 @@ from tenure.errors import ErrorCode
 
 
 def is_live(state: EngineState, when: float, key: DeadlineKey) -> bool:
-    """Does a deadline scheduled for ``when`` still match the state (or did plans change)?"""
+    """Does a deadline scheduled for ``when`` still match the state (or did plans change)?
+
+    None of a node frozen for a move is (``state.moving``): its deadlines are made
+    afresh when it thaws or arrives (:mod:`tenure._core.node_moves`).
+    """
+    if state.moving and _of_frozen(state, key):
+        return False
     match key:
         case SessionDeadline():
             session = state.sessions.get(key.session_id)
@@ -150,6 +156,14 @@ def _expire_lease(state: EngineState, key: LeaseDeadline, now: float) -> None:
     )
     start_lock_delay(state, node, sem, now)  # its holder may not know it lost it
     settle(state, node, sem, now, OWNERS)
+
+
+def _of_frozen(state: EngineState, key: DeadlineKey) -> bool:
+    """Whether ``key`` is a deadline of a node frozen for a move."""
+    if isinstance(key, SessionDeadline):
+        session = state.sessions.get(key.session_id)
+        return session is not None and session.node in state.moving
+    return key.node in state.moving
 
 
 def _semaphore(state: EngineState, node_name: str, name: str) -> Semaphore | None:

@@ -6,11 +6,17 @@ serves the nodes the directory places on it. The directory lives in the etcd of
 ``--cluster`` (a cell's log may live in another: ``--cell-etcd``), under
 ``S = <prefix>s/<name>/``::
 
-    S nodes/<node>            the node's place: [cell, epoch] (msgpack); put once, by
-                              the cell whose leader created the node (a claim: put
-                              only if absent), deleted by it when the node is dropped
+    S nodes/<node>            the node's place: [cell, epoch, to] (msgpack); put
+                              first by the cell whose leader created the node (a
+                              claim: put only if absent), deleted by it when the
+                              node is dropped; ``to`` names the cell a move under
+                              way takes it to ("": none)
+    S moves/<node>            a move's copy of the node (:mod:`.moves`)
     S members/<cell>/<member> a member's record (as ``P members/<name>``), on a lease
                               of this etcd: what a client learns the cells' doors from
+    S cells/<cell>            the cell's number: its sessions' ids are of that block
+                              (:data:`~tenure._core.node_moves.SESSION_ID_BLOCK`)
+    S numbers/<n>             the cell that took number ``n`` (each taken once)
 
 A place's epoch is 1 when the node is first placed; a move to another cell raises it,
 so that a client that knew an older place knows it is out of date.
@@ -32,7 +38,6 @@ from dataclasses import dataclass
 from typing import Final
 from urllib.parse import quote, unquote
 
-import msgspec
 from aetcd.rpc import rpc_pb2
 
 from tenure._etcd.client import EtcdClient
@@ -48,12 +53,14 @@ from tenure._etcd.requests import (
 from tenure._etcd.streams import KeepAlive, Watcher, WatchHub
 from tenure.errors import TenureError, UnavailableError, WrongCellError
 from tenure.server._cluster.keys import (
+    DEFAULT_CELL,
     ClusterDataError,
     ServerRecord,
     decode_member,
     encode,
 )
 from tenure.server._cluster.lease import MemberLease
+from tenure.server._cluster.moves import MoveCopy, Place, decode_place, encode_place, read_copy
 
 log = logging.getLogger("tenure.cluster")
 
@@ -63,18 +70,9 @@ __all__ = ["DirectoryKeys", "Place", "ServiceDirectory"]
 PUBLISH_EVERY: Final = 1.0
 #: Claims of nodes this cell holds but the directory lacks, sent at once (at a takeover).
 REGISTER_AT_ONCE: Final = 32
+#: The cells a service may have (their sessions' id blocks within 53 bits).
+MAX_CELLS: Final = 8192
 _PUT: Final = 0  # mvccpb.Event.PUT
-
-
-class Place(msgspec.Struct, array_like=True, frozen=True):
-    """Where a node lives: the cell that serves it, and the epoch of that place."""
-
-    cell: str
-    epoch: int = 1
-
-
-_decode_place: Final = msgspec.msgpack.Decoder(Place).decode
-_encode_place: Final = msgspec.msgpack.Encoder().encode
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,6 +99,23 @@ class DirectoryKeys:
     def node_of(self, key: bytes) -> str:
         """The node a place's key is of."""
         return unquote(key[len(self.nodes) :].decode())
+
+    @property
+    def moves(self) -> bytes:
+        """The prefix of every move's copy."""
+        return self.root + b"moves/"
+
+    def move(self, name: str) -> bytes:
+        """The key of node ``name``'s move's copy."""
+        return self.moves + quote(name, safe="").encode()
+
+    def cell_number(self, cell: str) -> bytes:
+        """The key of cell ``cell``'s number."""
+        return self.root + b"cells/" + quote(cell, safe="").encode()
+
+    def number(self, number: int) -> bytes:
+        """The key of the cell that took number ``number``."""
+        return self.root + f"numbers/{number}".encode()
 
     @property
     def members(self) -> bytes:
@@ -137,8 +152,12 @@ class ServiceDirectory:
         self.ttl = ttl
         #: Every node's place, as last read (kept by a watch once :attr:`ready`).
         self.places: dict[str, Place] = {}
+        #: Each move under way's copy of its node (and a refused one's error), by node.
+        self.copies: dict[str, MoveCopy] = {}
         #: Set once every place was read.
         self.ready = asyncio.Event()
+        #: Set whenever a place or a move changed (the movers clear it: :mod:`.mover`).
+        self.changed = asyncio.Event()
         #: Every cell's members' records, by cell, as last read.
         self.cells: dict[str, list[ServerRecord]] = {}
         self._lease: MemberLease | None = None
@@ -172,13 +191,13 @@ class ServiceDirectory:
         key = self.keys.node(node)
         mine = Place(self.cell)
         reply = await self.conn.txn(
-            [compare_create(key, 0)], [put(key, _encode_place(mine))], [get(key)]
+            [compare_create(key, 0)], [put(key, encode_place(mine))], [get(key)]
         )
         if reply.succeeded:
             self.places[node] = mine
             return None, True
         # (A Txn is one revision: its compare failed, so its get finds the key.)
-        place = _place(bytes(reply.responses[0].response_range.kvs[0].value), node)
+        place = decode_place(bytes(reply.responses[0].response_range.kvs[0].value), node)
         self.places[node] = place
         if place.cell == self.cell:
             return None, False
@@ -193,7 +212,7 @@ class ServiceDirectory:
         """
         key = self.keys.node(node)
         reply = await self.conn.range(rpc_pb2.RangeRequest(key=key))
-        if not reply.kvs or _place(bytes(reply.kvs[0].value), node).cell != self.cell:
+        if not reply.kvs or decode_place(bytes(reply.kvs[0].value), node).cell != self.cell:
             return
         released = await self.conn.txn(
             [compare_mod(key, int(reply.kvs[0].mod_revision))], [delete(key)]
@@ -223,24 +242,26 @@ class ServiceDirectory:
     # -- the tasks -------------------------------------------------------------------------
 
     async def _follow(self) -> None:
-        """Read every place, then keep them by a watch (read again when events may
-        have been lost)."""
+        """Read every place and move, then keep them by a watch (read again when events
+        may have been lost)."""
         keys = self.keys
+        start, end = keys.moves, prefix_end(keys.nodes)  # (moves/ and nodes/: adjacent)
         watcher: Watcher | None = None
         while True:
             if watcher is None:
                 try:
-                    reply = await self.conn.range(range_request(keys.nodes))
+                    reply = await self.conn.range(rpc_pb2.RangeRequest(key=start, range_end=end))
                 except UnavailableError as error:
                     log.warning("reading the directory: %s", error)
                     await asyncio.sleep(0.5)
                     continue
-                self.places = {
-                    keys.node_of(bytes(kv.key)): _place(bytes(kv.value), "") for kv in reply.kvs
-                }
+                self.places, self.copies = {}, {}
+                for kv in reply.kvs:
+                    self._took(bytes(kv.key), bytes(kv.value))
                 self.ready.set()
+                self.changed.set()
                 revision = int(reply.header.revision)
-                watcher = self.hub.watch(keys.nodes, prefix_end(keys.nodes), revision + 1)
+                watcher = self.hub.watch(start, end, revision + 1)
             await watcher.wait()
             events, reset = watcher.drain()
             if reset:
@@ -248,11 +269,54 @@ class ServiceDirectory:
                 watcher = None
                 continue
             for event in events:
-                node = keys.node_of(bytes(event.kv.key))
-                if event.type == _PUT:
-                    self.places[node] = _place(bytes(event.kv.value), node)
-                else:
-                    self.places.pop(node, None)
+                self._took(
+                    bytes(event.kv.key), bytes(event.kv.value) if event.type == _PUT else None
+                )
+            self.changed.set()
+
+    def _took(self, key: bytes, value: bytes | None) -> None:
+        """Keep what the directory says of ``key`` now (None: deleted)."""
+        keys = self.keys
+        if key.startswith(keys.nodes):
+            node = keys.node_of(key)
+            if value is None:
+                self.places.pop(node, None)
+            else:
+                self.places[node] = decode_place(value, node)
+        elif key.startswith(keys.moves):
+            node = unquote(key[len(keys.moves) :].decode())
+            if value is None:
+                self.copies.pop(node, None)
+            else:
+                self.copies[node] = read_copy(value, node)
+
+    async def cell_number(self) -> int:
+        """This cell's number in the service (0: the default cell's), taken in the
+        directory the first time it is asked (module docstring).
+
+        Raises:
+            UnavailableError: etcd did not answer.
+            ClusterDataError: the service has no number left (:data:`MAX_CELLS`).
+        """
+        if self.cell == DEFAULT_CELL:
+            return 0
+        keys = self.keys
+        mine = keys.cell_number(self.cell)
+        taken = await self.conn.range(range_request(keys.root + b"numbers/", count_only=True))
+        number = int(taken.count) + 1
+        while number < MAX_CELLS:
+            reply = await self.conn.txn(
+                [compare_create(mine, 0), compare_create(keys.number(number), 0)],
+                [put(mine, str(number).encode()), put(keys.number(number), self.cell.encode())],
+                [get(mine)],
+            )
+            if reply.succeeded:
+                return number
+            found = reply.responses[0].response_range.kvs
+            if found:
+                return int(bytes(found[0].value))
+            number += 1
+        raise ClusterDataError(f"the service has no cell number left (at most {MAX_CELLS} cells)")
 
     async def _publish(self, record: Callable[[], ServerRecord]) -> None:
         """Every :data:`PUBLISH_EVERY` seconds: this member's record, on its lease in
@@ -308,11 +372,3 @@ class ServiceDirectory:
             await self.conn.lease_call("LeaseRevoke", rpc_pb2.LeaseRevokeRequest(ID=lease.lease_id))
         except TenureError as error:
             log.debug("revoking the directory lease: %s", error)
-
-
-def _place(value: bytes, node: str) -> Place:
-    """A place as stored (one that cannot be read is the directory damaged)."""
-    try:
-        return _decode_place(value)
-    except (msgspec.DecodeError, msgspec.ValidationError):
-        raise ClusterDataError(f"the directory's place of node {node!r} cannot be read") from None

@@ -90,6 +90,11 @@ class ClusterJournal:
         self._pending += framed(tick_record(now))
         self._since_snapshot += 1
 
+    def log_record(self, record: bytes) -> None:
+        """Queue a record the host made whole (a step of a node's move between cells)."""
+        self._pending += framed(record)
+        self._since_snapshot += 1
+
     def log_resume(self, now: float) -> None:
         """Queue the record of this leader's takeover: the engine on its clock from ``now``."""
         self._pending += framed(resume_record(now))

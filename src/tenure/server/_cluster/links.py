@@ -16,6 +16,8 @@ import asyncio
 import logging
 from collections.abc import Iterable
 
+from tenure._core import Engine
+from tenure._core.node_moves import SESSION_ID_BLOCK, reserve_session_block
 from tenure._etcd.client import EtcdClient
 from tenure._etcd.streams import KeepAlive, WatchHub
 from tenure.errors import UnavailableError
@@ -25,6 +27,8 @@ from tenure.server._cluster.keys import ClusterKeys
 from tenure.server._cluster.store import ClusterStore
 from tenure.server._config.cluster_url import ClusterUrl, parse_cell_etcd
 from tenure.server._config.serve_config import ServeConfig
+from tenure.server._durability.records import SESSION_BLOCK_RECORD, move_record, resume_record
+from tenure.server._durability.storage import framed
 
 log = logging.getLogger("tenure.cluster")
 
@@ -102,6 +106,24 @@ class CellLinks:
                 "cell, which serves it",
                 node,
             )
+
+    async def takeover(self, engine: Engine, now: float) -> bytes:
+        """The records of a new leader's takeover (``engine`` resumed at ``now``): its
+        resume, and, the first time a cell other than the default leads, the block of
+        session ids the directory numbers it (applied to ``engine`` here), so that a
+        node's sessions keep their ids on every cell it moves to.
+
+        Raises:
+            UnavailableError: the directory's etcd did not answer.
+            ClusterDataError: the service has no cell number left.
+        """
+        records = framed(resume_record(now))
+        if engine.last_session_id < SESSION_ID_BLOCK:  # (no block yet: the first term)
+            number = await self.directory.cell_number()
+            if number:
+                reserve_session_block(engine, number)
+                records += framed(move_record(SESSION_BLOCK_RECORD, now, number))
+        return records
 
     async def close(self) -> None:
         """Let go of the directory's lease, then close every stream and connection."""

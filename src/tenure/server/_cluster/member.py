@@ -52,13 +52,12 @@ from tenure.server._cluster.keys import LogEntry, ServerRecord
 from tenure.server._cluster.lease import MemberLease
 from tenure.server._cluster.links import CellLinks
 from tenure.server._cluster.lookout import Lookout
+from tenure.server._cluster.mover import NodeMover
 from tenure.server._cluster.role import ClusterRole
 from tenure.server._cluster.state_process import StateProcessStarter, spawn
 from tenure.server._cluster.store import Appended
 from tenure.server._config.cluster_url import ClusterUrl, without_secrets
 from tenure.server._config.serve_config import ServeConfig
-from tenure.server._durability.records import resume_record
-from tenure.server._durability.storage import framed
 from tenure.server._logs import announce_settings
 from tenure.server._observe import ServerObserver
 from tenure.server._reception import ListenError, Sockets
@@ -257,7 +256,8 @@ class ClusterMember:
                 "catch_up_s": round(caught_up - started, 6),
                 "resume_s": round(time.perf_counter() - caught_up, 6),
             }
-            entry = LogEntry(term, framed(resume_record(now)))
+            takeover = await self._until_deadline(self.links.takeover(engine, now), lease)
+            entry = LogEntry(term, takeover)
             result = await self._until_deadline(
                 self.store.append(index, entry, lease.lease_id), lease
             )
@@ -301,11 +301,17 @@ class ClusterMember:
         }
         log.info("leading the cluster", extra={"event": "cluster_leading", "fields": fields})
         # (its nodes in the service's directory: those made before cells, or a claim lost)
-        registering = asyncio.ensure_future(self.links.register(list(engine.nodes)))
+        held = [node for node in engine.nodes if node not in engine.moving]  # (moves: .mover)
+        mover = NodeMover(self.links.directory, host.host, self.config.cluster_max_entry)
+        tasks = [
+            asyncio.ensure_future(self.links.register(held)),
+            asyncio.ensure_future(mover.run()),
+        ]
         try:
             why = await self._while_leading(server, lease)
         finally:
-            registering.cancel()
+            for task in tasks:
+                task.cancel()
         if self._stop.is_set():
             host.flush()
             with contextlib.suppress(TimeoutError):

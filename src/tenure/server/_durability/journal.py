@@ -176,6 +176,10 @@ class Journal:
         """Queue a record of a tick that handled deadlines."""
         self._append(tick_record(now))
 
+    def log_record(self, record: bytes) -> None:
+        """Queue a record the host made whole (a step of a node's move between cells)."""
+        self._append(record)
+
     def commit(self) -> None:
         """Make every queued record durable (as the fsync mode says)."""
         self.data_dir.commit()

@@ -59,6 +59,13 @@ from tenure._core import (
     WatchPrefix,
     WhyName,
 )
+from tenure._core.node_moves import (
+    drop_moved_node,
+    freeze_node,
+    import_moved_node,
+    reserve_session_block,
+    thaw_node,
+)
 from tenure._core.session import digest_key
 from tenure._core.snapshot import resume
 from tenure._protocol.payloads import COMMAND, decode_command, encode_command
@@ -69,6 +76,11 @@ COMMAND_RECORD: Final = 1
 TICK_RECORD: Final = 2
 RESUME_RECORD: Final = 3
 KEYED_RECORD: Final = 4
+FREEZE_RECORD: Final = 5
+THAW_RECORD: Final = 6
+IMPORT_RECORD: Final = 7
+DROP_MOVED_RECORD: Final = 8
+SESSION_BLOCK_RECORD: Final = 9
 
 #: Commands that present a session's protection key: logged with its digest instead.
 KEYED: Final = frozenset({CreateSession, AttachSession, ResumeSession})
@@ -138,6 +150,36 @@ def resume_record(now: float) -> bytes:
     return msgspec.msgpack.encode([RESUME_RECORD, now])
 
 
+def move_record(kind: int, now: float, subject: object, cell: str = "") -> bytes:
+    """The record of a step of a node's move (module docstring): ``kind`` one of
+    :data:`FREEZE_RECORD` to :data:`SESSION_BLOCK_RECORD`; ``subject`` the node's
+    name, its copy (plain data) or the block."""
+    if kind in (FREEZE_RECORD, IMPORT_RECORD):
+        return msgspec.msgpack.encode([kind, now, subject, cell])
+    return msgspec.msgpack.encode([kind, now, subject])
+
+
+def apply_move(engine: Engine, kind: int, now: float, subject: object, cell: str) -> None:
+    """Apply a step of a node's move (as :func:`move_record` logs it) to ``engine``.
+
+    Raises:
+        TenureError: the engine refuses it (nothing changed).
+        ValueError: not such a step.
+    """
+    if kind == FREEZE_RECORD and isinstance(subject, str):
+        freeze_node(engine, subject, cell, now)
+    elif kind == THAW_RECORD and isinstance(subject, str):
+        thaw_node(engine, subject, now)
+    elif kind == IMPORT_RECORD and isinstance(subject, dict):
+        import_moved_node(engine, subject, cell, now)
+    elif kind == DROP_MOVED_RECORD and isinstance(subject, str):
+        drop_moved_node(engine, subject)
+    elif kind == SESSION_BLOCK_RECORD and type(subject) is int and subject >= 0:
+        reserve_session_block(engine, subject)
+    else:
+        raise ValueError(f"not a step of a node's move: kind {kind!r}, {type(subject).__name__}")
+
+
 def apply_record(engine: Engine, record: bytes, what: str, where: object) -> None:
     """Apply one logged record to ``engine`` (its effects are left for the caller).
 
@@ -178,6 +220,15 @@ def apply_record(engine: Engine, record: bytes, what: str, where: object) -> Non
         elif kind == RESUME_RECORD and not read.command:
             engine.take_effects()
             resume(engine, when)
+        elif FREEZE_RECORD <= kind <= SESSION_BLOCK_RECORD and read.command:
+            subject = msgspec.msgpack.decode(read.command)
+            # As a logged command: what was let in then is let in again.
+            enforcing, engine.ledger.enforcing = engine.ledger.enforcing, False
+            max_nodes, engine.max_nodes = engine.max_nodes, sys.maxsize
+            try:
+                apply_move(engine, kind, when, subject, read.actor)
+            finally:
+                engine.ledger.enforcing, engine.max_nodes = enforcing, max_nodes
         else:
             raise ValueError(f"unknown record kind {kind!r}")
     except TenureError as error:
@@ -187,7 +238,8 @@ def apply_record(engine: Engine, record: bytes, what: str, where: object) -> Non
 
 
 class _Record(msgspec.Struct, array_like=True, forbid_unknown_fields=True, gc=False):
-    """A logged record as read back: ``[kind, now]``, or ``[1, now, command(, actor)]``."""
+    """A logged record as read back: ``[kind, now]``, or ``[1, now, command(, actor)]``
+    (a move's step: ``[kind, now, subject(, cell)]``, its cell where an actor is)."""
 
     kind: int
     when: float
