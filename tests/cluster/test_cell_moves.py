@@ -225,3 +225,36 @@ async def test_rebalance_moves_each_node_where_a_client_would_create_it(service:
         assert done.returncode == 0, done.stderr
         assert node in await cell_nodes(service.cells["b"])
         assert (await client.describe_node(node)).name == node
+
+
+async def test_a_client_whose_connection_drops_as_its_node_moves_keeps_its_session(
+    service: Service,
+) -> None:
+    """Its connection to the source cut as the move begins, each time: whether it
+    re-attaches there before the node froze (it is then told), while it is frozen
+    (``UNAVAILABLE``), or after it left (the session gone there), it finds the node's
+    new cell and keeps its hold, five moves in a row."""
+    node = name_on("a", "dropped")
+    async with tenure.connect(service.url()) as client:
+        await client.create_node(node)
+        async with client.session(node, recovery_window=30.0) as session:
+            lock = await session.mutex("m").lock()
+            cells = client.backend.cells  # type: ignore[attr-defined]
+            for target in ["b", "a", "b", "a", "b"]:
+                source = "a" if target == "b" else "b"
+                cells.shards[source].link.drop()
+                moved = await cells_move(service, node, target)
+                assert moved.returncode == 0, moved.stderr + moved.stdout
+                seen = await until(partial(_owner, session), "the session holds on the new cell")
+                assert seen == session.id
+                assert lock.held
+            await lock.release()
+
+
+async def _owner(session: Session) -> int | None:
+    """Who holds ``m``, as ``session`` reads it (None while its node moves)."""
+    try:
+        seen = await session.mutex("m").describe()
+    except tenure.errors.UnavailableError:
+        return None
+    return None if seen.owner is None else seen.owner.session_id

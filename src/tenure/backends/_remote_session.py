@@ -113,7 +113,7 @@ _RESENDABLE: Final = (
 )
 #: What a cell a session's node left answers its requests with (not applied): it let
 #: the session go as the node froze (not attached there any more), or forgot it.
-_LEFT_BEHIND: Final = (PermissionDeniedError, NotFoundError)
+_LEFT_BEHIND: Final = (PermissionDeniedError, NotFoundError, SessionExpiredError)
 #: Keep-alives per recovery window: a late Pong or two never costs the session.
 PINGS_PER_WINDOW: Final = 4
 #: The first and the longest pause between two asks of where a moving node lands, in
@@ -398,6 +398,16 @@ class RemoteStore:
             await self._attach(self._link.call_now)
         except (DisconnectedError, RequestTimeoutError):
             raise  # (the connection's failure, not the session's: it is made again)
+        except (SessionExpiredError, UnavailableError) as error:
+            if not self.in_cells():
+                self.session.lose(
+                    error if isinstance(error, LostError) else SessionExpiredError(str(error))
+                )
+                return
+            # Its node may have moved while this client was away (the push that said so
+            # lost with the connection), or be moving now: asked where it lives, and
+            # lost only if that cell does not have it either.
+            self.node_moving(f"session {self.session_id} was not on {self._link.endpoint}: {error}")
         except TenureError as error:
             reason = error if isinstance(error, LostError) else SessionExpiredError(str(error))
             self.session.lose(reason)
