@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from tenure._protocol import PROTOCOL_VERSION, Failure, Reply, Welcome
+from tenure._core import SessionEnded
+from tenure._protocol import PROTOCOL_VERSION, Failure, Push, Reply, Welcome
 from tenure._protocol.cluster import CellView, ClusterView, MemberView
 from tenure._protocol.messages import LEADER, STANDBY
 from tenure._protocol.older_peers import for_version
@@ -93,3 +94,14 @@ def test_an_older_peer_is_told_unavailable_in_its_place() -> None:
     assert older == Failure(4, ErrorCode.UNAVAILABLE, failure.message)
     assert for_version(failure, 12) is failure
     assert message_of(wire_of(failure)) == failure
+
+
+def test_an_older_peer_is_told_its_session_expired_as_its_node_moves() -> None:
+    why = "node 'n' is moving to cell 'b'"
+    moving = Push(SessionEnded(7, ErrorCode.WRONG_CELL, why))
+    older = for_version(moving, 11)
+    assert older == Push(SessionEnded(7, ErrorCode.SESSION_EXPIRED, why))
+    assert for_version(moving, 12) is moving
+    assert message_of(wire_of(moving)) == moving
+    ended = Push(SessionEnded(7, ErrorCode.SESSION_EXPIRED, "expired"))
+    assert for_version(ended, 11) is ended
