@@ -67,6 +67,14 @@
    ended the member's task: a member that neither stood nor served again (``unhandled``:
    its task's exception never retrieved). Fixed: the lease is let go and the member
    stands again on a new one.
+8. **A request answered after its session was lost said PERMISSION_DENIED, not the
+   loss** (``scripts/sim --target cells --seed 88 --minutes 0.5 --clients 4``; the
+   cells target's first hundred seeds). A client stood still past its window with a
+   compare-and-set on its way; its session ended on its side (the local deadline),
+   and its cell, freezing the node for a move, let the session go from its
+   connection; the request's answer, "not attached to this connection", was raised
+   as it was (``client-error``) where the session's loss is the answer. Fixed: a
+   request of a session lost meanwhile raises the loss.
 """
 
 from __future__ import annotations
@@ -201,3 +209,10 @@ def test_the_cluster_seed_of_a_lease_that_ran_out_before_its_member_stood_holds(
     result = run_seed(SimOptions(48635, target="cluster", minutes=0.5, clients=4))
     assert result.ok, result.verdicts.violations
     assert result.faults["cut-etcd"] >= 1  # (the fault that found it)
+
+
+def test_the_cells_seed_of_a_request_answered_after_its_session_was_lost_holds() -> None:
+    """8. (module docstring)."""
+    result = run_seed(SimOptions(88, target="cells", minutes=0.5, clients=4))
+    assert result.ok, result.verdicts.violations
+    assert result.faults["move"] >= 1  # (the fault that found it)

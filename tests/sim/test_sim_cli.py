@@ -31,11 +31,14 @@ FOUND_BY = {
     "torn-record": ("server", 1, "restart"),
     "failover-token-reset": ("cluster", 1, "linearizable:mutex"),
     "unfenced-append": ("cluster", 8, "no-progress"),
+    "unfrozen-move": ("cells", 1, "cells"),
+    "unraised-mark": ("cells", 1, "linearizable:mutex"),
 }
 #: The options of each target's runs here (a cluster's: as its mutants were sought).
 TARGET_ARGS = {
     "server": (),
     "cluster": ("--target", "cluster", "--minutes", "0.5", "--clients", "8"),
+    "cells": ("--target", "cells", "--minutes", "0.5", "--clients", "8"),
 }
 
 
@@ -109,6 +112,17 @@ def test_seeds_of_the_cluster_hold(tmp_path: Path) -> None:
     )  # fmt: skip
     assert status == 0, out
     assert "20 runs, 0 broke a rule" in out
+
+
+@pytest.mark.slow
+def test_seeds_of_a_service_of_cells_hold(tmp_path: Path) -> None:
+    # (its node moved between the cells under the other faults: tenure.testing.sim._cells)
+    status, out = sim(
+        "--target", "cells", "--seeds", "12", "--minutes", "0.5", "--clients", "3",
+        "--jobs", "2", cwd=tmp_path,
+    )  # fmt: skip
+    assert status == 0, out
+    assert "12 runs, 0 broke a rule" in out
 
 
 def test_what_a_crash_leaves_unawaited_is_not_warned_of(tmp_path: Path) -> None:

@@ -58,6 +58,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Awaitable, Callable
+from functools import partial
 from typing import Any, Final, TypeVar
 
 from tenure._core import (
@@ -245,6 +246,8 @@ class RemoteStore:
             except _LEFT_BEHIND:
                 if self._moves != moves:
                     continue  # (its cell let the session go as the node left: not applied)
+                if self.session.ended is not None:  # (lost meanwhile: that is the answer)
+                    raise type(self.session.ended)(*self.session.ended.args) from None
                 raise
 
     async def call_stale(self, command: Command[R], max_staleness: float) -> R:
@@ -369,7 +372,7 @@ class RemoteStore:
                 if shard is not self._shard:
                     self._move_to(shard)
                 await self._link.wait_ready(self.confirmed_at() + self._window)
-                await self._attach(self._link.call)
+                await self._attach(partial(self._on_connection, self._link.epoch))
                 return
             except (UnavailableError, DisconnectedError, RequestTimeoutError):
                 pass  # (still moving, or that connection lost: ask again)
@@ -380,6 +383,26 @@ class RemoteStore:
                 return
             await asyncio.sleep(pause)
             pause = min(pause * 2, MAX_MOVE_PAUSE)
+
+    async def _on_connection(self, epoch: int, command: Command[R]) -> R:
+        """``command`` on the link's connection ``epoch`` alone: what a re-attach and
+        the reading back after it must all go on.
+
+        Raises:
+            DisconnectedError: that connection was lost (before or after the answer).
+        """
+        link = self._link
+        if link.epoch != epoch:
+            raise DisconnectedError("the connection was lost")
+        try:
+            answer = await link.call(command)
+        except TenureError:
+            if link.epoch != epoch:  # (refused by the next: not attached there)
+                raise DisconnectedError("the connection was lost") from None
+            raise
+        if link.epoch != epoch:
+            raise DisconnectedError("the connection was lost")
+        return answer
 
     def _move_to(self, shard: Shard) -> None:
         """Leave this shard for ``shard`` (of the cell the node lives on now)."""
@@ -419,9 +442,12 @@ class RemoteStore:
         Raises:
             TenureError: the attach failed (DisconnectedError: the connection's).
         """
+        epoch = self._link.epoch
         self.seq_no += 1
         await call(AttachSession(self.session_id, self.protection_key, self.seq_no))
-        self._epoch = self._link.epoch
+        if self._link.epoch != epoch:  # (attached to a connection lost since)
+            raise DisconnectedError("the connection was lost")
+        self._epoch = epoch
         await self.commands.reconcile(call)
         for watch_id in self.watches.forget():
             with contextlib.suppress(TenureError):

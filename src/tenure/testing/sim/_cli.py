@@ -121,9 +121,9 @@ def _options(args: argparse.Namespace, parser: argparse.ArgumentParser) -> SimOp
     if args.mutant is not None and args.target not in MUTANT_TARGETS[args.mutant]:
         targets = " or ".join(MUTANT_TARGETS[args.mutant])
         parser.error(f"mutant {args.mutant!r} runs on --target {targets}")
-    if args.target == "cluster" and not _cluster_importable():
-        parser.error("--target cluster needs the etcd extra: pip install 'tenure[etcd]'")
-    if args.target == "cluster" and args.fsync != "always":
+    if args.target in ("cluster", "cells") and not _cluster_importable():
+        parser.error(f"--target {args.target} needs the etcd extra: pip install 'tenure[etcd]'")
+    if args.target in ("cluster", "cells") and args.fsync != "always":
         parser.error("--fsync is a single server's: a cluster's log is in etcd")
     if args.dflockd and args.target != "server":
         parser.error("--dflockd is a single server's: dflockd's client follows no leader")

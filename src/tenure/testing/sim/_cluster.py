@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING, Any, Final, cast
 
 from tenure.server import ServeConfig
 from tenure.server._cluster import ClusterMember, advertised
+from tenure.server._cluster.keys import DEFAULT_CELL
 from tenure.server._cluster.state_process import run as run_state_process
 from tenure.server._config.cluster_url import ClusterUrl, parse_cluster_url
 from tenure.server._reception import Sockets
@@ -128,7 +129,8 @@ class SimStateProcess:
 class SimMember:
     """One member on host ``name``: started, crashed, started again (module docstring)."""
 
-    def __init__(self, cluster: SimCluster, name: str) -> None:
+    def __init__(self, cluster: SimCluster, name: str, cell: str = DEFAULT_CELL) -> None:
+        """``cell``: its ``--cell`` (:mod:`tenure.testing.sim._cells`)."""
         self.cluster = cluster
         self.loop = cluster.loop
         self.name = name
@@ -136,6 +138,7 @@ class SimMember:
             host=name,
             port=MEMBER_PORT,
             cluster=CLUSTER_URL,
+            cell=cell,
             member_name=name,
             advertise=f"{name}:{MEMBER_PORT}",
             cluster_lease_ttl=LEASE_TTL,
@@ -204,10 +207,17 @@ class SimCluster:
     """:data:`SIZE` members over one simulated etcd (module docstring); ``rng`` draws
     etcd's latencies."""
 
-    def __init__(self, loop: SimLoop, rng: random.Random) -> None:
+    def __init__(
+        self, loop: SimLoop, rng: random.Random, cells: tuple[str, ...] = (DEFAULT_CELL,)
+    ) -> None:
+        """``cells``: :data:`SIZE` members each (hosts numbered on, cell by cell)."""
         self.loop = loop
         self.etcd = SimEtcd(["etcd:2379"], rng, network=loop.network)
-        self.members = [SimMember(self, f"t{index}") for index in range(SIZE)]
+        self.members = [
+            SimMember(self, f"t{number * SIZE + index}", cell)
+            for number, cell in enumerate(cells)
+            for index in range(SIZE)
+        ]
 
     def url(self) -> ClusterUrl:
         """The members' cluster URL, its channels the simulated etcd's."""
@@ -245,6 +255,10 @@ class SimCluster:
     # -- what the nemesis faults (:class:`~tenure.testing.sim._nemesis.SimTarget`) -------
 
     kind = "cluster"
+
+    def move(self, node: str) -> None:
+        """Nothing: a service of one cell moves no node (:mod:`tenure.testing.sim._cells`
+        does)."""
 
     def _member(self, host: str) -> SimMember:
         return self.members[self.hosts.index(host)]

@@ -37,6 +37,17 @@ And of a cluster (``--target cluster``):
   a deposed leader's late entries from landing anywhere but next.) A deposed leader's
   append held up on its way lands over its successor's entries. Caught by a model, or
   by ``no-progress`` (the members stuck on a log they cannot apply).
+
+And of a service of two cells (``--target cells``), whose nemesis moves the workload's
+node between them:
+
+* ``unfrozen-move``: the source puts its copy of the node without freezing it first,
+  and goes on serving it (nor, unfrozen, does it forget it once the target took it):
+  two cells serve one node. Caught by ``cells`` (the node on both at the end) or a
+  model.
+* ``unraised-mark``: the target takes a node in without raising its fencing counter
+  to the copy's mark: the tokens it grants after the move may be below those granted
+  before. Caught by ``linearizable:mutex``.
 :data:`MUTANT_TARGETS` says which targets each runs on (those its code runs in).
 
 A patch of a module mypyc compiled does not take: the command line runs mutants on
@@ -171,6 +182,39 @@ def _unfenced_append() -> list[Patch]:
     return [("tenure.server._cluster.store.ClusterStore", "append", append)]
 
 
+def _unfrozen_move() -> list[Patch]:
+    import msgspec
+
+    from tenure._core.snapshot import dump_node
+    from tenure.server._cluster.moves import MoveCopy, put_copy
+
+    def leaving(original: Callable[..., Any]) -> Callable[..., Any]:
+        async def unfrozen(self: Any, node: str, place: Any) -> None:
+            if node not in self.host.engine.nodes:
+                await original(self, node, place)
+                return
+            copy = msgspec.msgpack.encode(dump_node(self.host.engine, node))  # (not frozen)
+            move = MoveCopy(place.cell, place.to, place.epoch, copy)
+            await put_copy(self.directory.conn, self.directory.keys.move(node), move)
+
+        return unfrozen
+
+    return [("tenure.server._cluster.mover.NodeMover", "_leaving", leaving)]
+
+
+def _unraised_mark() -> list[Patch]:
+    def importing(original: Callable[..., Any]) -> Callable[..., Any]:
+        def unraised(engine: Any, plain: Any, cell: str, now: float) -> Any:
+            before = engine.last_token
+            found = original(engine, plain, cell, now)
+            engine.last_token = before  # (the copy's mark not taken)
+            return found
+
+        return unraised
+
+    return [("tenure.server._durability.records", "import_moved_node", importing)]
+
+
 #: Each mutant: what puts it in.
 MUTANTS: Final[dict[str, Callable[[], list[Patch]]]] = {
     "resent-update": _resent_update,
@@ -181,6 +225,8 @@ MUTANTS: Final[dict[str, Callable[[], list[Patch]]]] = {
     "torn-record": _torn_record,
     "failover-token-reset": _failover_token_reset,
     "unfenced-append": _unfenced_append,
+    "unfrozen-move": _unfrozen_move,
+    "unraised-mark": _unraised_mark,
 }
 #: The targets each mutant runs on (module docstring).
 MUTANT_TARGETS: Final[dict[str, tuple[str, ...]]] = {
@@ -192,6 +238,8 @@ MUTANT_TARGETS: Final[dict[str, tuple[str, ...]]] = {
     "torn-record": ("server",),
     "failover-token-reset": ("cluster",),
     "unfenced-append": ("cluster",),
+    "unfrozen-move": ("cells",),
+    "unraised-mark": ("cells",),
 }
 
 

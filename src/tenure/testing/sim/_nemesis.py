@@ -50,12 +50,12 @@ from typing import TYPE_CHECKING, Final, Protocol
 
 from tenure.testing.sim._clocks import MAX_DRIFT
 from tenure.testing.sim._server import RestartError
-from tenure.testing.sim._workload import WINDOW, SimClients, SimNotes, client_host
+from tenure.testing.sim._workload import NODE, WINDOW, SimClients, SimNotes, client_host
 
 if TYPE_CHECKING:
     from tenure.testing.sim._loop import SimLoop
 
-__all__ = ["CLUSTER_FAULTS", "FAULTS", "FAULTS_OF", "Nemesis", "SimTarget"]
+__all__ = ["CELLS_FAULTS", "CLUSTER_FAULTS", "FAULTS", "FAULTS_OF", "Nemesis", "SimTarget"]
 
 #: Each fault of a single server target and its weight.
 FAULTS: Final = {
@@ -67,8 +67,11 @@ CLUSTER_FAULTS: Final = {
     "cut": 3, "reset": 2, "slow": 1, "crash": 2, "pause-server": 2, "pause-client": 1,
     "crash-client": 1, "clock": 1, "cut-etcd": 2, "slow-etcd": 1, "etcd": 1,
 }  # fmt: skip
+#: Each fault of a service of two cells and its weight: a cluster's, and the move of
+#: the workload's node to the other cell (:mod:`tenure.testing.sim._cells`).
+CELLS_FAULTS: Final = {**CLUSTER_FAULTS, "move": 3}
 #: Each target's faults.
-FAULTS_OF: Final = {"server": FAULTS, "cluster": CLUSTER_FAULTS}
+FAULTS_OF: Final = {"server": FAULTS, "cluster": CLUSTER_FAULTS, "cells": CELLS_FAULTS}
 #: How often a fault of "a server" picks the one that leads (if one does).
 LEADER_ODDS: Final = 0.6
 
@@ -78,7 +81,7 @@ class SimTarget(Protocol):
     (:class:`~tenure.testing.sim._server.SimServer`,
     :class:`~tenure.testing.sim._cluster.SimCluster`)."""
 
-    #: Which target it is: ``server`` or ``cluster`` (:data:`FAULTS_OF`).
+    #: Which target it is: ``server``, ``cluster`` or ``cells`` (:data:`FAULTS_OF`).
     kind: str
 
     @property
@@ -106,6 +109,11 @@ class SimTarget(Protocol):
     def etcd_fault(self, rng: random.Random, host: str, fault: str, length: float) -> None:
         """A fault of the cluster's etcd (``cut-etcd``, ``slow-etcd``, ``etcd``), healed
         after ``length`` seconds where it lasts (a single server has none)."""
+        ...
+
+    def move(self, node: str) -> None:
+        """Move ``node`` to another cell, in the background (a service of one cell, or
+        a single server: nothing)."""
         ...
 
 
@@ -190,6 +198,8 @@ class Nemesis:
                 self._later(when, lambda: network.reset(client, server))
         elif fault in ("cut-etcd", "slow-etcd", "etcd"):
             self.target.etcd_fault(self.rng, server, fault, length)
+        elif fault == "move":
+            self.target.move(NODE)
         elif fault == "clock":
             host = server if self.rng.random() < 0.3 else client
             if self.rng.random() < 0.5 and host == client:  # (a server's only drifts)

@@ -30,7 +30,7 @@ import traceback
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from tenure.server import FsyncMode
 from tenure.testing.sim._chance import seeded
@@ -39,12 +39,18 @@ from tenure.testing.sim._mutants import planted
 from tenure.testing.sim._nemesis import FAULTS, FAULTS_OF, Nemesis, SimTarget
 from tenure.testing.sim._server import SERVER_PORT, SimServer
 from tenure.testing.sim._verdicts import Verdicts, judge, merged_histories, watched
-from tenure.testing.sim._workload import SimClients, SimNotes, create_keys
+from tenure.testing.sim._workload import NODE, SimClients, SimNotes, create_keys
+
+if TYPE_CHECKING:
+    from tenure.testing.sim._cells import SimCells
 
 __all__ = ["QUIET", "TARGETS", "SimOptions", "SimResult", "end_every_task", "run_seed"]
 
 #: The targets a run can simulate.
-TARGETS: Final = ("server", "cluster")
+TARGETS: Final = ("server", "cluster", "cells")
+#: Simulated seconds a service of cells is given, once each cell leads, for every
+#: member's record to be in the directory (each writes it every second).
+CELLS_KNOWN_WAIT: Final = 2.0
 #: Simulated seconds a cluster is given to elect its first leader.
 FIRST_LEADER_WAIT: Final = 60.0
 #: Seconds at the end of a run with no fault, in which every client must progress.
@@ -204,7 +210,7 @@ async def _main(
 ) -> None:
     lin_dir = work_dir / "lin"
     lin_dir.mkdir(parents=True, exist_ok=True)
-    target, doors = await _start_target(loop, options, work_dir)
+    target, doors = await _start_target(loop, options, work_dir, notes)
     await create_keys(doors[-1])
     stop = asyncio.Event()
     clients = SimClients(loop, doors, lin_dir, options.seed, options.clients, notes, stop)
@@ -220,6 +226,9 @@ async def _main(
         if nemesis.broken is None:
             notes.note("harness", "heal")
             await asyncio.sleep(max(0.0, end - loop.now()))
+            if isinstance(target, _cells_class()):
+                for wrong in await target.placement(NODE):
+                    notes.note("harness", "misplaced", error=wrong)
         notes.note("harness", "stop")
         stop.set()
         _, late = await asyncio.wait(clients.running(), timeout=STOP_WAIT)
@@ -236,7 +245,7 @@ async def _main(
 
 
 async def _start_target(
-    loop: SimLoop, options: SimOptions, work_dir: Path
+    loop: SimLoop, options: SimOptions, work_dir: Path, notes: SimNotes
 ) -> tuple[SimTarget, list[str]]:
     """Start the run's servers; them, and the doors clients reach them through (the
     last: every server)."""
@@ -246,7 +255,16 @@ async def _start_target(
         return server, [server.url]
     from tenure.testing.sim._cluster import SimCluster  # (the etcd extra: only here)
 
-    cluster = SimCluster(loop, random.Random(f"{options.seed}-etcd"))
+    rng = random.Random(f"{options.seed}-etcd")
+    if options.target == "cells":
+        cells = _cells_class()(loop, rng, notes)
+        cells.start()
+        async with asyncio.timeout(FIRST_LEADER_WAIT):
+            while not cells.leads_every_cell():  # noqa: ASYNC110 (as below)
+                await asyncio.sleep(0.05)
+        await asyncio.sleep(CELLS_KNOWN_WAIT)  # (each cell's members in the directory)
+        return cells, cells.doors
+    cluster = SimCluster(loop, rng)
     cluster.start()
     async with asyncio.timeout(FIRST_LEADER_WAIT):
         # (a member's role says nothing when it changes; a poll in simulated time
@@ -254,6 +272,13 @@ async def _start_target(
         while not cluster.leaders():  # noqa: ASYNC110
             await asyncio.sleep(0.05)
     return cluster, cluster.doors
+
+
+def _cells_class() -> type[SimCells]:
+    """:class:`~tenure.testing.sim._cells.SimCells` (the etcd extra: imported here)."""
+    from tenure.testing.sim._cells import SimCells
+
+    return SimCells
 
 
 @contextlib.contextmanager

@@ -164,6 +164,10 @@ class SimServer:
         """Nothing: a single server has no etcd (ValueError)."""
         raise ValueError(f"a single server has no {fault!r} fault")
 
+    def move(self, node: str) -> None:
+        """Nothing: a single server has no cells (ValueError)."""
+        raise ValueError(f"a single server has no cell to move node {node!r} to")
+
     async def stop(self) -> None:
         """Stop the server as SIGTERM does (the run's end)."""
         server, self.server, self.journal = self.server, None, None

@@ -115,6 +115,8 @@ def judge(
         verdicts.violations.append(f"stuck: {note.fields.get('error')}")
     for note in notes.of("restart-failed"):
         verdicts.violations.append(f"restart: {note.fields.get('error')}")
+    for note in notes.of("misplaced"):
+        verdicts.violations.append(str(note.fields.get("error")))
     for note in notes.of("client-stuck"):
         verdicts.violations.append(f"client-stuck: {note.fields.get('task')}")
     verdicts.violations += [f"unhandled: {error}" for error in unhandled]
