@@ -167,6 +167,10 @@ async def test_a_move_cut_by_the_source_leader_killed_is_finished_by_the_next(
                     assert rerun.stdout is not None
                     said = await asyncio.wait_for(asyncio.to_thread(rerun.stdout.readline), 30)
                     assert said.startswith(f"moving node {node!r} from cell 'a' to cell 'b'")
+                    # A wait bounded by --timeout ends first, the move going on.
+                    bounded = await cells_move(service, node, "b", "--timeout", "0.5")
+                    assert bounded.returncode == 1, bounded.stderr
+                    assert "is still moving to cell 'b' after 0.5 s" in bounded.stderr
                 except BaseException:
                     rerun.kill()
                     raise
@@ -219,6 +223,12 @@ async def test_rebalance_moves_each_node_where_a_client_would_create_it(service:
         plan = run_tenure("cells", "rebalance", "--dry-run", "--cluster", etcd_url(service))
         assert plan.returncode == 0, plan.stderr
         assert f"would move node {node!r}: a -> b" in plan.stdout
+        one = run_tenure(
+            "cells", "rebalance", "--dry-run", "--limit", "1", "--cluster", etcd_url(service)
+        )
+        assert one.returncode == 0, one.stderr
+        assert one.stdout.count("would move node") == 1
+        assert "1 node(s) to move" in one.stdout
         done = await asyncio.to_thread(
             run_tenure, "cells", "rebalance", "--cluster", etcd_url(service)
         )
