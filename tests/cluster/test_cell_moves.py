@@ -27,8 +27,8 @@ from tenure.server._cluster.directory import DirectoryKeys
 from tenure.server._cluster.moves import begin_move
 from tenure.server._config.cluster_url import parse_cluster_url
 from tests.cli.support import run_tenure, start_tenure
+from tests.cluster.cells import Service, cell_nodes, running_service
 from tests.cluster.harness import until
-from tests.cluster.test_cells import Service, cell_nodes
 from tests.etcd.cluster import EtcdCluster
 
 
@@ -37,13 +37,8 @@ def service(
     tmp_path_factory: pytest.TempPathFactory, etcd_member: EtcdCluster
 ) -> Iterator[Service]:
     """One service of cells ``a`` and ``b`` for the module."""
-    made = Service(tmp_path_factory.mktemp("moves"), etcd_member.endpoints)
-    try:
-        made.start()
-        asyncio.run(made.until_known())
+    with running_service(tmp_path_factory.mktemp("moves"), etcd_member.endpoints) as made:
         yield made
-    finally:
-        made.close()
 
 
 def etcd_url(service: Service) -> str:

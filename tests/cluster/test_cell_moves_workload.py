@@ -30,9 +30,9 @@ from tenure.testing.workload import (
     create_keys,
     read_events,
 )
+from tests.cluster.cells import Service, cell_nodes, running_service
 from tests.cluster.harness import until
 from tests.cluster.test_cell_moves import name_on
-from tests.cluster.test_cells import Service, cell_nodes
 from tests.etcd.cluster import EtcdCluster
 from tools.faults.history import Recorder, now_ns
 from tools.faults.lin_client import LoopPauses
@@ -52,13 +52,8 @@ def service(
     tmp_path_factory: pytest.TempPathFactory, etcd_member: EtcdCluster
 ) -> Iterator[Service]:
     """One service of cells ``a`` and ``b`` for the module."""
-    made = Service(tmp_path_factory.mktemp("lin-moves"), etcd_member.endpoints)
-    try:
-        made.start()
-        asyncio.run(made.until_known())
+    with running_service(tmp_path_factory.mktemp("lin-moves"), etcd_member.endpoints) as made:
         yield made
-    finally:
-        made.close()
 
 
 async def test_lincheck_holds_a_history_that_spans_moves(service: Service, tmp_path: Path) -> None:

@@ -13,64 +13,21 @@ import json
 import subprocess
 import uuid
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 import tenure
-from tenure._core import CreateNode, DescribeNode, DropNode, ListNodes
+from tenure._core import CreateNode, DescribeNode, DropNode
 from tenure._protocol import Failure, Reply
 from tenure.backends.remote import TenureBackend
 from tenure.errors import ErrorCode, WrongCellError
 from tests.cli.support import run_tenure
-from tests.cluster.harness import ClusterServer, TenureCluster, until
+from tests.cluster.cells import Service, cell_nodes, running_service
+from tests.cluster.harness import ClusterServer, until
 from tests.etcd.cluster import EtcdCluster
 from tests.server.http import get, scrape, value
 from tests.server.wire import WireClient
-
-
-class Service:
-    """Two cells of one service: ``a`` and ``b``."""
-
-    def __init__(self, root: Path, endpoints: list[str]) -> None:
-        name = f"s{uuid.uuid4().hex[:10]}"
-        self.cells = {
-            cell: TenureCluster(root / cell, endpoints, name=name, extra=("--cell", cell))
-            for cell in ("a", "b")
-        }
-
-    def start(self) -> None:
-        """Start every member of both cells; return once each listens (the elections
-        go on: :meth:`until_known`)."""
-        servers = [server for cell in self.cells.values() for server in cell.servers]
-        for server in servers:
-            server.start(wait=False)
-        for server in servers:
-            server.wait_listening()
-
-    def close(self) -> None:
-        """Kill every member of both cells."""
-        for cell in self.cells.values():
-            cell.close()
-
-    async def until_known(self) -> None:
-        """Until each cell's leader knows every member of both cells (the directory's
-        records, written every second)."""
-        for cell in self.cells.values():
-            leader = cell.leader()
-
-            async def known(cell: TenureCluster = cell, leader: ClusterServer = leader) -> bool:
-                view = await cell.status(leader)
-                return sorted((c.name, len(c.members)) for c in view.cells) == [("a", 3), ("b", 3)]
-
-            await until(known, f"{cell.name} knows both cells")
-
-    def url(self, *cells: str) -> str:
-        """A client URL of the doors of ``cells`` (every cell's by default)."""
-        chosen = cells or tuple(self.cells)
-        doors = [s.address for cell in chosen for s in self.cells[cell].servers]
-        return f"tenure://{','.join(doors)}"
 
 
 @pytest.fixture(scope="module")
@@ -78,21 +35,8 @@ def service(
     tmp_path_factory: pytest.TempPathFactory, etcd_member: EtcdCluster
 ) -> Iterator[Service]:
     """One service for the module (the failover test runs last and restarts its member)."""
-    made = Service(tmp_path_factory.mktemp("cells"), etcd_member.endpoints)
-    try:
-        made.start()
-        asyncio.run(made.until_known())
+    with running_service(tmp_path_factory.mktemp("cells"), etcd_member.endpoints) as made:
         yield made
-    finally:
-        made.close()
-
-
-async def cell_nodes(cluster: TenureCluster) -> set[str]:
-    """The nodes a cell's own state holds (its leader's ListNodes, asked directly)."""
-    leader = cluster.leader()
-    async with Wire(leader) as wire:
-        page = await wire.call(ListNodes("", 1000))
-        return set(page.names)
 
 
 class Wire:

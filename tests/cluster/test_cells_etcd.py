@@ -21,8 +21,9 @@ from tenure.server import _faces
 from tenure.server._config.cluster_url import parse_cluster_url
 from tenure.server._config.serve_config import ConfigError, add_arguments, resolve
 from tenure.server._durability.backup import read_backup as read_backup_file
+from tests.cluster.cells import cell_nodes
 from tests.cluster.harness import TenureCluster, until
-from tests.cluster.test_cells import Wire, cell_nodes
+from tests.cluster.test_cells import Wire
 from tests.etcd.cluster import EtcdCluster
 
 

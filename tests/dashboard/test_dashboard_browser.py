@@ -20,8 +20,8 @@ import pytest
 
 import tenure
 import tenure.sync
+from tests.cluster.cells import Service
 from tests.cluster.harness import TenureCluster
-from tests.cluster.test_cells import Service
 from tests.etcd.cluster import EtcdCluster
 
 from .browser import Holder, Served, get, post, serve, wait_until

@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from tenure.server._cluster.directory import DirectoryKeys
 
 T = TypeVar("T")
+F = TypeVar("F", bound=Callable[..., Any])
 
 #: How long ``tenure cells move`` waits for one move by default, in seconds.
 MOVE_TIMEOUT = 60.0
@@ -40,6 +41,17 @@ cluster_option = click.option(
     envvar="TENURE_CLUSTER",
     help="the service's etcd://HOST:PORT[,...]/NAME, as its members were given it",
 )
+
+
+def wait_option(help_text: str) -> Callable[[F], F]:
+    """``--timeout``: how long a command waits for a move (:data:`MOVE_TIMEOUT`)."""
+    return click.option(
+        "--timeout",
+        type=click.FloatRange(min=0.1),
+        default=MOVE_TIMEOUT,
+        show_default=True,
+        help=help_text,
+    )
 
 
 @click.group()
@@ -78,13 +90,7 @@ def list_cells(cluster_url: str, as_json: bool) -> int:
 @cells.command()
 @click.argument("node")
 @click.option("--to", "target", required=True, help="the cell to move the node to")
-@click.option(
-    "--timeout",
-    type=click.FloatRange(min=0.1),
-    default=MOVE_TIMEOUT,
-    show_default=True,
-    help="seconds to wait for the move to end (it goes on past them)",
-)
+@wait_option("seconds to wait for the move to end (it goes on past them)")
 @cluster_option
 def move(node: str, target: str, timeout: float, cluster_url: str) -> int:
     """Move NODE to cell --to, under load: its holders keep their holds, its waiters
@@ -112,13 +118,7 @@ def move(node: str, target: str, timeout: float, cluster_url: str) -> int:
     show_default=True,
     help="the most nodes moved by one run",
 )
-@click.option(
-    "--timeout",
-    type=click.FloatRange(min=0.1),
-    default=MOVE_TIMEOUT,
-    show_default=True,
-    help="seconds to wait for each move",
-)
+@wait_option("seconds to wait for each move (it goes on past them)")
 @cluster_option
 def rebalance(dry_run: bool, limit: int, timeout: float, cluster_url: str) -> int:
     """Move each node that is not on the cell a client would create it on now

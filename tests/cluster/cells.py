@@ -1,0 +1,84 @@
+"""A service of two cells, ``a`` and ``b``, three members each, over one real etcd: what
+the cells' tests share (tests/cluster/test_cells.py, test_cell_moves.py,
+test_cell_moves_workload.py)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+from tenure._core import ListNodes
+from tests.cluster.harness import ClusterServer, TenureCluster, until
+from tests.server.wire import WireClient
+
+
+class Service:
+    """Two cells of one service: ``a`` and ``b``."""
+
+    def __init__(self, root: Path, endpoints: list[str]) -> None:
+        name = f"s{uuid.uuid4().hex[:10]}"
+        self.cells = {
+            cell: TenureCluster(root / cell, endpoints, name=name, extra=("--cell", cell))
+            for cell in ("a", "b")
+        }
+
+    def start(self) -> None:
+        """Start every member of both cells; return once each listens (the elections
+        go on: :meth:`until_known`)."""
+        servers = [server for cell in self.cells.values() for server in cell.servers]
+        for server in servers:
+            server.start(wait=False)
+        for server in servers:
+            server.wait_listening()
+
+    def close(self) -> None:
+        """Kill every member of both cells."""
+        for cell in self.cells.values():
+            cell.close()
+
+    async def until_known(self) -> None:
+        """Until each cell's leader knows every member of both cells (the directory's
+        records, written every second)."""
+        for cell in self.cells.values():
+            leader = cell.leader()
+
+            async def known(cell: TenureCluster = cell, leader: ClusterServer = leader) -> bool:
+                view = await cell.status(leader)
+                return sorted((c.name, len(c.members)) for c in view.cells) == [("a", 3), ("b", 3)]
+
+            await until(known, f"{cell.name} knows both cells")
+
+    def url(self, *cells: str) -> str:
+        """A client URL of the doors of ``cells`` (every cell's by default)."""
+        chosen = cells or tuple(self.cells)
+        doors = [s.address for cell in chosen for s in self.cells[cell].servers]
+        return f"tenure://{','.join(doors)}"
+
+
+@contextlib.contextmanager
+def running_service(root: Path, endpoints: list[str]) -> Iterator[Service]:
+    """A service started under ``root`` over the etcd at ``endpoints``, each cell led
+    and knowing the other's members; killed at the end."""
+    made = Service(root, endpoints)
+    try:
+        made.start()
+        asyncio.run(made.until_known())
+        yield made
+    finally:
+        made.close()
+
+
+async def cell_nodes(cluster: TenureCluster) -> set[str]:
+    """The nodes a cell's own state holds (its leader's ListNodes, asked directly)."""
+    leader = cluster.leader()
+    reader, writer = await asyncio.open_connection(leader.host, leader.port)
+    try:
+        client = WireClient(reader, writer)
+        await client.hello()
+        page = await client.call(ListNodes("", 1000))
+        return set(page.names)
+    finally:
+        writer.close()
