@@ -3,7 +3,7 @@
 Every connection is a pair of :class:`~tenure.testing.sim._sockets.SimSocket`-s, one
 per host. What one side sends arrives at the other after the link's latency (a
 seeded draw between ``latency`` and ``latency + jitter``), in the order it was sent
-(TCP's: an arrival is never scheduled before the one sent before it). Faults, each
+(TCP's: an arrival is scheduled strictly after the one sent before it). Faults, each
 from the network's methods, so that a run's schedule decides them:
 
 * :meth:`SimNetwork.cut` stops one direction between two hosts (``both``: both):
@@ -186,7 +186,12 @@ class SimNetwork:
         now = self.loop.now()  # (simulated time, not the sender's clock)
         when = now + self.latency + self.rng.uniform(0.0, self.jitter)
         when += self._slow.get(frozenset(direction), 0.0)
-        when = max(when, self._last_arrival.get(sock.number, now))
+        last = self._last_arrival.get(sock.number)
+        if last is not None and when <= last:
+            # Strictly after: two arrivals at one instant are popped from asyncio's
+            # timer heap in no set order, and the later bytes could overtake (the cells
+            # target's seed 245: a push overtaken by the answer written after it).
+            when = math.nextafter(last, math.inf)
         self._last_arrival[sock.number] = when
         # (in no process's context: what was sent arrives while its sender is paused)
         self.loop.call_at(when, self._arrive, sock, data, context=contextvars.Context())
