@@ -57,6 +57,8 @@ NEEDS: Final[Mapping[str, frozenset[str]]] = {
         "tenure.testing.sim.etcd": ("etcd",),
         # ...and its cluster target (``--target cluster``): tenure serve --cluster over it.
         "tenure.testing.sim._cluster": ("etcd",),
+        # ...and its service of cells (``--target cells``): its moves ask etcd's directory.
+        "tenure.testing.sim._cells": ("etcd",),
     }.items()
 }
 
