@@ -166,8 +166,9 @@ class RemoteStore:
         #: How many times its node began to move: a request refused by a cell the node
         #: was leaving (``UNAVAILABLE``, or not attached there any more) is sent again.
         self._moves = 0
-        #: Whether its service has several cells (its node may move: the backend's).
-        self.in_cells: Callable[[], bool] = lambda: False
+        #: Whether its service has several cells (its node may move): the backend sets it,
+        #: as it learns the cells (an attribute: read on every release's path).
+        self.in_cells = False
         #: Releases to write ahead of the session's next request (module docstring),
         #: by (name, hold), in the order they were owed.
         self._owed: dict[tuple[str, int], None] = {}
@@ -280,7 +281,7 @@ class RemoteStore:
         sent = self._link.call_if_ready(release) if self._epoch == self._link.epoch else None
         if sent is None:
             self._owed[(release.name, release.hold)] = None
-        elif self.in_cells():  # (a node of a service of several cells may move)
+        elif self.in_cells:  # (a node of a service of several cells may move)
             return self._through_moves(sent)
         return sent
 
@@ -422,7 +423,7 @@ class RemoteStore:
         except (DisconnectedError, RequestTimeoutError):
             raise  # (the connection's failure, not the session's: it is made again)
         except (SessionExpiredError, UnavailableError) as error:
-            if not self.in_cells():
+            if not self.in_cells:
                 self.session.lose(
                     error if isinstance(error, LostError) else SessionExpiredError(str(error))
                 )

@@ -40,6 +40,8 @@ class ShardSession(Protocol):
     protection_key: bytes
     seq_no: int
     commands: CommandStore
+    #: Whether its service has several cells (the backend's to set).
+    in_cells: bool
 
     @property
     def session(self) -> BoundSession:

@@ -220,6 +220,8 @@ class TenureBackend(SessionFactory):
             view = await service_cells(first)
             if self.cells is None and view is not None and len(Cells.cells_in(view)) > 1:
                 self.cells = Cells(first, view, first.link.options)
+                for store in first.sessions.values():  # (opened before the cells were known)
+                    store.in_cells = True
         if self.cells is not None:
             await self.cells.learn()
         return self.cells
@@ -370,7 +372,7 @@ class TenureBackend(SessionFactory):
         # the session move to another cell with its node.)
         store = RemoteStore(shard, node, info, key, lambda: self._standbys(store.shard))
         store.home = self._home
-        store.in_cells = lambda: self.cells is not None
+        store.in_cells = self.cells is not None
         session = engine_session(
             store, listener, "tenure", node, info, self.withdraw_wait, self.capabilities
         )
