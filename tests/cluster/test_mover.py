@@ -25,6 +25,7 @@ from tenure.server._cluster.cell_admin import move_node, read_service
 from tenure.server._cluster.directory import DirectoryKeys, ServiceDirectory
 from tenure.server._cluster.keys import ServerRecord
 from tenure.server._cluster.mover import COPY_OVERHEAD, NodeMover
+from tests.cluster.harness import until
 from tests.core.support import acquire, open_session
 from tests.etcd.cluster import EtcdCluster
 
@@ -92,12 +93,16 @@ async def placed(service: Service, cell: str, node: str) -> None:
 
 async def members_known(service: Service) -> None:
     """Until the directory lists both cells' members (a move's target must have one)."""
-    for _ in range(200):
+
+    async def listed() -> bool:
         view = await read_service(service.conn, service.keys)
-        if all(view.cells.get(c) and view.cells[c].members for c in ("a", "b")):
-            return
-        await asyncio.sleep(0.05)
-    raise AssertionError("the cells' members never listed")
+        return all(view.cells.get(c) and view.cells[c].members for c in ("a", "b"))
+
+    await until(listed, "the cells' members listed in the directory")
+
+
+async def _thawed(engine: Engine) -> bool:
+    return not engine.moving
 
 
 async def test_a_move_ends_with_the_node_on_the_target_alone(service: Service) -> None:
@@ -129,10 +134,7 @@ async def test_a_copy_the_target_refuses_calls_the_move_off(service: Service) ->
     assert "refused it" in outcome.error
     assert "max_nodes" in outcome.error
     a = service.cells["a"].host.engine
-    for _ in range(200):  # (the source thaws it as it sees the move called off)
-        if not a.moving:
-            break
-        await asyncio.sleep(0.02)
+    await until(partial(_thawed, a), "the source thaws it as it sees the move called off")
     assert a.apply(DescribeNode("n"), a.now).name == "n"
     view = await read_service(service.conn, service.keys)
     assert (view.places["n"].cell, view.places["n"].to) == ("a", "")
@@ -148,11 +150,7 @@ async def test_a_copy_past_a_log_entry_is_refused_by_the_source(service: Service
     outcome = await move_node(service.conn, service.keys, "big", "b", timeout=30)
     assert not outcome.moved
     assert f"--cluster-max-entry less {COPY_OVERHEAD}" in outcome.error
-    for _ in range(200):
-        if not a.moving:
-            break
-        await asyncio.sleep(0.02)
-    assert not a.moving
+    await until(partial(_thawed, a), "the source thaws it")
 
 
 async def test_a_move_of_a_node_its_cell_does_not_hold_is_called_off(service: Service) -> None:
