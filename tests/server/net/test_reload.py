@@ -11,6 +11,7 @@ sessions kept for their recovery window.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import signal
@@ -24,7 +25,8 @@ import pytest
 import trustme
 
 from tenure._core import AttachSession, CreateNode, CreateSession, DescribeNode, SessionInfo
-from tenure._protocol import GoingAway, Refused
+from tenure._protocol import GoingAway, Pong, Refused, Reply
+from tenure._protocol.admin import FilesReloaded, ReloadFiles
 from tenure.errors import ErrorCode
 
 from ..tenants import TenantServer, auth_text, token, write_auth_file
@@ -269,6 +271,40 @@ async def test_tenure_reload_takes_tokens_added_removed_rotated_and_quotas(
         assert isinstance(attached, SessionInfo)
         assert attached.session_id == bobs.session_id
         server.wait_log('"event": "reloaded"')
+
+
+async def test_a_connection_waiting_for_its_reload_answers_pings_and_holds_its_next_request(
+    tmp_path: Path, wire: Clients
+) -> None:
+    """ReloadFiles is answered once its files are loaded, in a task: the connection's
+    next request waits for it (answers in order), but its Pings are answered meanwhile.
+    They were not: a reload of 100,000 tokens took longer than a client's ping patience
+    (10 s) on a busy machine, and ``tenure reload`` gave its connection up. The reload
+    here is held on its auth file, a FIFO the test writes only after the Pong came."""
+    text = auth_text(token("admin", ADMIN), token("bob", BOB))
+    auth = write_auth_file(tmp_path, text)
+    with TenantServer(tmp_path, auth) as server:
+        admin = await wire.connect(server.port, token=ADMIN)
+        assert await admin.call(CreateNode("n")) is None
+        auth.unlink()
+        os.mkfifo(auth)  # (the reload's thread opens it, and waits for a writer)
+        try:
+            reload_id = admin.send(ReloadFiles())
+            assert isinstance(await admin.ping(1), Pong)
+            assert isinstance(await admin.ping(2), Pong)
+            described = admin.send(DescribeNode("n"))
+            await asyncio.to_thread(auth.write_text, text)  # the reload goes on
+            first, second = await admin.next_event(), await admin.next_event()
+        finally:
+            with contextlib.suppress(OSError):  # (a reload still waiting: let it end)
+                os.close(os.open(auth, os.O_WRONLY | os.O_NONBLOCK))
+        assert isinstance(first, Reply), first
+        assert first.request_id == reload_id
+        assert isinstance(first.value, FilesReloaded)
+        assert isinstance(second, Reply), second
+        assert second.request_id == described
+        assert second.value.name == "n"
+        assert [type(event) for event in admin.events[2:]] == [Pong, Pong, Reply, Reply]
 
 
 async def test_an_auth_file_that_does_not_parse_changes_nothing(

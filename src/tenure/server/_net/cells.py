@@ -5,7 +5,7 @@ Each node of a service lives on one cell, as its directory says
 
 * **creates a node** only once the directory places it here: CreateNode first claims
   the node's place (a put in etcd, only if absent), in a task, the connection's later
-  frames read once it is answered (``Conn.answering``, as a standby's stale reads); a
+  frames served once it is answered (``Conn.answering``, as a standby's stale reads); a
   node placed on another cell is answered ``WRONG_CELL`` naming that cell, and a
   creation the engine then refuses (a quota, a bad setting) gives the place back;
 * **answers a request for a node it does not hold** ``WRONG_CELL`` naming the cell the

@@ -157,7 +157,9 @@ class NativeFace:
         caught up, and the connection with it: the engine would otherwise do all the
         rest in this request's step (a command never sees what its time has ended).
         Pings of other connections, and their requests read earlier, are served
-        meanwhile.
+        meanwhile. A request answered in a task (``Conn.answering``: a reload, a stale
+        read) holds back the connection's next request, or its end, until then; its
+        Pings are answered meanwhile (:meth:`_ping_meanwhile`).
         """
         ended = self.host.dead or conn.closing
         try:
@@ -165,8 +167,10 @@ class NativeFace:
             if ended:
                 pass
             elif conn.answering is not None:
-                self._wait_for_answer(conn, conn.answering, accepted)
-                return False
+                event = self._ping_meanwhile(conn)
+                if event is None:
+                    self._wait_for_answer(conn, conn.answering, accepted)
+                    return False
             elif conn.held_back is not None:
                 if self.host.behind():
                     self._wait_for_host(conn, accepted)
@@ -195,6 +199,20 @@ class NativeFace:
             accepted.finish()
             return False
         return True
+
+    def _ping_meanwhile(self, conn: Conn) -> Ping | None:
+        """The next frame of ``conn`` if it is a Ping (answered while a request of the
+        connection is, ``Conn.answering``); any other is held back until then (a
+        request, the end of the stream), and the frames after it with it."""
+        if conn.held_back is not None:
+            return None
+        read = conn.codec.next_event()
+        if type(read) is Ping:
+            return read
+        if read is not NEED_DATA:
+            self.gate.frame(conn)  # heard now, served later
+            conn.held_back = read
+        return None
 
     def _wait_for_host(self, conn: Conn, accepted: AcceptedProtocol) -> None:
         """Serve ``conn`` again once the host has caught up (asked once at a time)."""

@@ -17,8 +17,8 @@ token's nodes (the gate, before) and its ``requests_per_second``; a session name
 the read must be the token's own (without an auth file, any session: no session is
 attached to a standby's connections); a token's node listing shows only its nodes; a
 blocking chain hides the nodes the token may not read. A read is answered in a task,
-and the connection's later frames are read once it is answered (``Conn.answering``),
-so that its answers keep their order.
+and the connection's later requests are served once it is answered (``Conn.answering``;
+its Pings meanwhile), so that its answers keep their order.
 
 Layer (CONTRIBUTING.md): this module may also import tenure._runtime.host and
 tenure.server._observe.
