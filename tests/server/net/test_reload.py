@@ -24,7 +24,14 @@ from pathlib import Path
 import pytest
 import trustme
 
-from tenure._core import AttachSession, CreateNode, CreateSession, DescribeNode, SessionInfo
+from tenure._core import (
+    AttachSession,
+    CreateNode,
+    CreateSession,
+    DescribeNode,
+    NodeDescription,
+    SessionInfo,
+)
 from tenure._protocol import GoingAway, Pong, Refused, Reply
 from tenure._protocol.admin import FilesReloaded, ReloadFiles
 from tenure.errors import ErrorCode
@@ -303,6 +310,7 @@ async def test_a_connection_waiting_for_its_reload_answers_pings_and_holds_its_n
         assert isinstance(first.value, FilesReloaded)
         assert isinstance(second, Reply), second
         assert second.request_id == described
+        assert isinstance(second.value, NodeDescription)
         assert second.value.name == "n"
         assert [type(event) for event in admin.events[2:]] == [Pong, Pong, Reply, Reply]
 
