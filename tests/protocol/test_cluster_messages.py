@@ -72,9 +72,9 @@ VIEW = ClusterView(
 )
 
 
-def test_version_12_is_spoken_and_the_older_ones_still_are() -> None:
-    assert PROTOCOL_VERSION == 12  # (cells: Welcome's cell, ClusterView's cells, WRONG_CELL)
-    assert {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12} == SUPPORTED_VERSIONS
+def test_version_13_is_spoken_and_the_older_ones_still_are() -> None:
+    assert PROTOCOL_VERSION == 13  # (watches on standbys: no layout changed)
+    assert {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13} == SUPPORTED_VERSIONS
     assert {ClusterStatus} == SINCE_VERSION_3
     assert {SwapSemaphoreData} == SINCE_VERSION_4
     assert not SINCE_VERSION_3 & SINCE_VERSION_2

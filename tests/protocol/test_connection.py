@@ -194,19 +194,19 @@ def test_a_server_may_refuse_before_any_hello():
 
 def test_a_foreign_version_is_refused_clearly():
     server = ServerConnection()
-    # A version-13 Hello may have any layout after the version; nothing else is read.
-    server.receive_data(frame_of([1, 13, {"whatever": "v13 sends"}, [1, 2, 3]]))
+    # A version-14 Hello may have any layout after the version; nothing else is read.
+    server.receive_data(frame_of([1, 14, {"whatever": "v14 sends"}, [1, 2, 3]]))
     [hello] = drain(server)
-    assert hello == Hello(13, max_frame_size=MIN_MAX_FRAME_SIZE)
+    assert hello == Hello(14, max_frame_size=MIN_MAX_FRAME_SIZE)
     refusal = version_refusal(hello)
     assert refusal == Refused(
         ErrorCode.UNSUPPORTED,
-        "protocol version 13 is not supported; "
-        "this server speaks 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12",
+        "protocol version 14 is not supported; "
+        "this server speaks 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13",
     )
-    with pytest.raises(LocalProtocolError, match="version 13 is not supported"):
-        server.send(Welcome(version=13))
-    with pytest.raises(LocalProtocolError, match="Welcome is for version 12; Hello was 13"):
+    with pytest.raises(LocalProtocolError, match="version 14 is not supported"):
+        server.send(Welcome(version=14))
+    with pytest.raises(LocalProtocolError, match="Welcome is for version 13; Hello was 14"):
         server.send(Welcome())
     server.send(refusal)
     assert server.state is State.CLOSED
@@ -221,12 +221,14 @@ def test_a_foreign_version_is_refused_clearly():
     assert version_refusal(Hello(version=8)) is None
     assert version_refusal(Hello(version=9)) is None
     assert version_refusal(Hello(version=10)) is None
+    assert version_refusal(Hello(version=12)) is None
+    assert version_refusal(Hello(version=13)) is None
 
 
 def test_the_client_only_speaks_its_versions():
     client = ClientConnection()
-    with pytest.raises(LocalProtocolError, match="does not speak protocol version 13"):
-        client.send(Hello(version=13))
+    with pytest.raises(LocalProtocolError, match="does not speak protocol version 14"):
+        client.send(Hello(version=14))
     assert client.state is State.HANDSHAKE
 
 
@@ -234,7 +236,7 @@ def test_a_welcome_for_another_version_is_a_protocol_error():
     client = ClientConnection()
     client.send(Hello())
     client.receive_data(raw_frame(Welcome(version=1)))
-    with pytest.raises(ProtocolError, match="Welcome is for version 1; Hello was 12"):
+    with pytest.raises(ProtocolError, match="Welcome is for version 1; Hello was 13"):
         client.next_event()
 
 

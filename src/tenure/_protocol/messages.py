@@ -111,12 +111,15 @@ __all__ = [
 #: from its own state, within a stated staleness (docs/protocol.md, "Reads from
 #: standbys"); no new command. Version 12 added Welcome's trailing ``cell``, ClusterView's
 #: ``cell`` and ``cells`` and the error WRONG_CELL: a service of several cells, each
-#: node served by one (docs/protocol.md, "Cells"); no new command.
-PROTOCOL_VERSION: Final = 12
+#: node served by one (docs/protocol.md, "Cells"); no new command. Version 13 lets a
+#: standby arm watches (a DescribeSemaphore with a watch, a WatchPrefix, a CancelWatch
+#: of one, each with ``max_staleness``), fired as it applies the log (docs/protocol.md,
+#: "Watches on standbys"); no new message nor field.
+PROTOCOL_VERSION: Final = 13
 #: The versions a server built from this code accepts in a Hello. To an older peer
 #: it sends the layouts of the peer's version
 #: (:func:`tenure._protocol.older_peers.for_version`).
-SUPPORTED_VERSIONS: Final = frozenset({1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, PROTOCOL_VERSION})
+SUPPORTED_VERSIONS: Final = frozenset({1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, PROTOCOL_VERSION})
 #: Commands a version-1 peer does not know (a client must not send them to it).
 SINCE_VERSION_2: Final = frozenset({ListNodes, ListSemaphores, ListSessions, KillSession})
 #: Commands a version-1 or version-2 peer does not know.

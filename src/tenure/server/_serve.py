@@ -360,10 +360,12 @@ class Server:
 
     def _detach_all(self, conn: Conn) -> None:
         """Detach the sessions ``conn`` owns, their windows counted from its last frame
-        (and give up what the server's acts keep for it: a backup being read)."""
+        (and give up what the server's acts keep for it, a backup being read, and the
+        watches it armed on a standby)."""
         acts = self.native.acts
         if acts is not None:
             acts.forget(conn)
+        self.native.stale.watches.closed(conn)  # (a standby's: tenure.server._net.standby_watches)
         sessions = self._table.drop_connection(conn)
         if sessions and not (self._stopping or self.served.dead):
             silent_for = self.gate.silent_for(conn)

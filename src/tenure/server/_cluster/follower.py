@@ -26,7 +26,7 @@ from typing import Final
 
 import msgpack
 
-from tenure._core import Engine
+from tenure._core import Effect, Engine
 from tenure._core.snapshot import load
 from tenure._etcd.requests import prefix_end
 from tenure._etcd.streams import WatchHub
@@ -66,6 +66,9 @@ class Follower:
         self._changed = asyncio.Event()
         #: Told of each engine loaded afresh (the standby's host shows the new one).
         self.on_load: Callable[[Engine], None] = lambda engine: None
+        #: Told the effects of each entry applied (the watches a standby armed in its
+        #: engine fire so: tenure.server._net.standby_watches); None: dropped.
+        self.on_effects: Callable[[list[Effect]], None] | None = None
 
     # -- reading ------------------------------------------------------------------------
 
@@ -137,7 +140,10 @@ class Follower:
         engine = self.engine
         for number, (start, end) in enumerate(spans):
             apply_record(engine, records[start:end], f"log entry {index} record {number}", "etcd")
-        engine.take_effects()  # nobody hears of them here: the leader told its clients
+        # The leader told its clients; here only the watches armed on this standby hear.
+        effects = engine.take_effects()
+        if effects and self.on_effects is not None:
+            self.on_effects(effects)
         self.applied, self.term = index, entry.term
         self._changed.set()
 

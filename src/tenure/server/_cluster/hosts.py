@@ -17,20 +17,25 @@ plain objects:
   (the :class:`~tenure.server._cluster.follower.Follower`'s, swapped for a new one
   when the follower loads the state afresh), so every command fails ``NOT_LEADER``
   naming the leader, and no deadline runs; the engine's times are the leader's, shown
-  in UNIX time by the leader's shift.
+  in UNIX time by the leader's shift. What the follower applies reaches the
+  standby's server (:func:`follow_into`): each engine it loads afresh, and each
+  entry's effects, which fire the watches armed on the standby
+  (:mod:`tenure.server._net.standby_watches`).
 """
 
 from __future__ import annotations
 
 from tenure._core import Engine
 from tenure.server._cluster.appender import Appender
+from tenure.server._cluster.follower import Follower
 from tenure.server._cluster.journal import ClusterJournal
 from tenure.server._cluster.role import ClusterRole
 from tenure.server._config.serve_config import ServeConfig
+from tenure.server._net.standby_watches import StandbyWatches
 from tenure.server._observe import ServerObserver
 from tenure.server._server_host import ServerHost, server_host
 
-__all__ = ["leader_host", "standby_host"]
+__all__ = ["follow_into", "leader_host", "standby_host", "unfollow"]
 
 
 def leader_host(
@@ -59,3 +64,21 @@ def standby_host(
         role=role,
         leader_shift=lambda: role.leader_shift,
     )
+
+
+def follow_into(follower: Follower, host: ServerHost, watches: StandbyWatches) -> None:
+    """From now on, ``follower`` tells the standby's ``host`` of each engine it loads
+    afresh (``watches``, armed in the old one, are given up), and ``watches`` of each
+    entry's effects (those armed here fire). :func:`unfollow` undoes the second."""
+
+    def loaded(engine: Engine) -> None:
+        host.host.engine = engine
+        watches.reloaded()
+
+    follower.on_load = loaded
+    follower.on_effects = watches.fired
+
+
+def unfollow(follower: Follower) -> None:
+    """The standby's term ends: the effects of the entries it applies go to no one."""
+    follower.on_effects = None

@@ -46,7 +46,7 @@ from tenure.server._audit import AuditLog
 from tenure.server._cluster.appender import Appender
 from tenure.server._cluster.follower import Follower
 from tenure.server._cluster.freshness import Freshness
-from tenure.server._cluster.hosts import leader_host, standby_host
+from tenure.server._cluster.hosts import follow_into, leader_host, standby_host, unfollow
 from tenure.server._cluster.journal import ClusterJournal
 from tenure.server._cluster.keys import LogEntry, ServerRecord
 from tenure.server._cluster.lease import MemberLease
@@ -180,7 +180,7 @@ class ClusterMember:
         metrics = self._metrics()
         host = standby_host(self.config, follower.engine, role, metrics)
         server = await self._start(host, sockets, role, metrics)
-        follower.on_load = partial(setattr, host.host, "engine")  # (a reload: a new engine)
+        follow_into(follower, host, server.native.stale.watches)  # (a reload; the watches)
         try:
             while not self._stop.is_set():
                 lease = await self._new_lease()
@@ -203,6 +203,7 @@ class ClusterMember:
                     log.warning("this member's lease in etcd ended; standing again")
         finally:
             role.freshness = None
+            unfollow(follower)
             await server.step_down("the standby's term ended")
             if self._stop.is_set() and self._standing is not None:
                 await self._resign(self._standing)  # no stale candidate ahead of the others

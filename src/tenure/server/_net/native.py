@@ -38,7 +38,7 @@ from tenure._core import (
 )
 from tenure._core.engine import DEFAULT_STEP_BUDGET
 from tenure._core.handlers.listing import visible_node_slice
-from tenure._core.stale_reads import is_stale_read
+from tenure._core.stale_reads import is_stale_read, is_standby_watch
 from tenure._protocol import (
     NEED_DATA,
     ConnectionClosed,
@@ -284,7 +284,9 @@ class NativeFace:
             self._act(conn, request)
             return
         if not role.leading:
-            if request.max_staleness is not None and is_stale_read(command):
+            if request.max_staleness is not None and (
+                is_stale_read(command) or is_standby_watch(command)
+            ):
                 self.stale.answer(conn, request)  # (from this standby's state: stale_reads)
                 return
             standby = NotLeaderError.pointing_to(role.leader(), "this server is a standby")

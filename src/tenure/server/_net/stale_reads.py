@@ -16,7 +16,10 @@ What a leader checks of a read is checked here too, against the standby's state:
 token's nodes (the gate, before) and its ``requests_per_second``; a session named by
 the read must be the token's own (without an auth file, any session: no session is
 attached to a standby's connections); a token's node listing shows only its nodes; a
-blocking chain hides the nodes the token may not read. A read is answered in a task,
+blocking chain hides the nodes the token may not read. Since version 13 a watch is
+armed here too, as a read is answered (:mod:`tenure.server._net.standby_watches`:
+a DescribeSemaphore with a watch, a WatchPrefix; a CancelWatch of one is answered at
+once). A read is answered in a task,
 and the connection's later requests are served once it is answered (``Conn.answering``;
 its Pings meanwhile), so that its answers keep their order.
 
@@ -32,6 +35,7 @@ import math
 from collections.abc import Callable
 
 from tenure._core.commands import (
+    CancelWatch,
     DescribeResult,
     ListNodes,
     NodePage,
@@ -40,7 +44,7 @@ from tenure._core.commands import (
 )
 from tenure._core.engine import DEFAULT_STEP_BUDGET
 from tenure._core.handlers.listing import visible_node_slice
-from tenure._core.stale_reads import answer_read
+from tenure._core.stale_reads import answer_read, is_standby_watch
 from tenure._core.stamps import stamp_reply
 from tenure._core.values import NodeDescription
 from tenure._protocol import Reply, Request, State
@@ -49,6 +53,7 @@ from tenure.errors import ErrorCode, NotLeaderError, TenureError, code_of
 from tenure.server._net.cells import wrong_cell
 from tenure.server._net.gate import Conn, Gate
 from tenure.server._net.outbox import Outboxes
+from tenure.server._net.standby_watches import StandbyWatches
 from tenure.server._net.why_addresses import with_addresses
 from tenure.server._observe import ServerObserver
 
@@ -85,6 +90,8 @@ class StaleReads:
         self.wait = wait
         #: The reads being answered (kept until each ends).
         self.tasks: set[asyncio.Task[None]] = set()
+        #: The watches armed here, and where each fires.
+        self.watches = StandbyWatches(host, gate, out, wait)
 
     def answer(self, conn: Conn, request: Request) -> None:
         """Answer ``request`` (a read with ``max_staleness``, on a standby) from this
@@ -95,10 +102,11 @@ class StaleReads:
         conn.answering = task
 
     def cancel(self) -> None:
-        """Give up the reads being answered (the server stops: their connections close,
-        and their clients ask another member)."""
+        """Give up the reads being answered and the watches armed (the server stops:
+        their connections close, and their clients ask another member)."""
         for task in list(self.tasks):
             task.cancel()
+        self.watches.end()
 
     async def _answered(self, conn: Conn, request: Request) -> None:
         try:
@@ -121,10 +129,11 @@ class StaleReads:
         try:
             if conn.token is not None:  # (its rate: one per request, at its door)
                 self.host.admit_request(conn.token.name)
-            await fresh.within(staleness, request.min_index, timeout=self.wait)
+            if type(request.command) is not CancelWatch:  # (disarming needs no freshness)
+                await fresh.within(staleness, request.min_index, timeout=self.wait)
             if _gone(conn):
                 return  # (nobody to answer: its codec, closed, would refuse it)
-            value = await self._read(conn, request)
+            value = await self._read(conn, request, staleness)
         except TenureError as error:
             if not _gone(conn):  # (a node another cell serves: sent there)
                 told = wrong_cell(role.places, self.host, request.command, error)
@@ -142,8 +151,9 @@ class StaleReads:
         if self.observer is not None:  # (a request as any: tenure_requests_total)
             self.observer.request(request.command, None)
 
-    async def _read(self, conn: Conn, request: Request) -> object:
-        """The read's answer from the state as it is now (None: already answered)."""
+    async def _read(self, conn: Conn, request: Request, staleness: float) -> object:
+        """The read's answer from the state as it is now, or the watch armed with
+        ``staleness`` (None: already answered)."""
         command, token = request.command, conn.token
         session_id = getattr(command, "session_id", None)
         if session_id is not None and token is not None:
@@ -155,7 +165,10 @@ class StaleReads:
                 return None
         if isinstance(command, ListNodes) and token is not None and token.nodes is not None:
             return await self._visible_nodes(command, token.prefixes, token.may_touch)
-        value = answer_read(self.host.engine, command)
+        if is_standby_watch(command):
+            value = self.watches.arm(conn, command, staleness)
+        else:
+            value = answer_read(self.host.engine, command)
         if type(value) in (DescribeResult, SessionPage, NodeDescription):
             value = stamp_reply(value, self.host.wall_shift())
         elif type(command) is WhyName:  # (the nodes the token may not read: hidden)
