@@ -87,6 +87,7 @@ async def test_a_standby_arms_watches_and_fires_them_as_it_applies_the_leaders_c
     assert described.value.description.data == b""
     assert described.index >= 1  # (the log entry its state held)
     b_watch = described.value.watch_id
+    assert b_watch is not None
     prefixed = await _armed(standby, WatchPrefix(session, "a/", watch_data=True))
     assert isinstance(prefixed.value, WatchArmed)
     a_watch = prefixed.value.watch_id
