@@ -78,7 +78,7 @@ async def test_a_client_given_a_standby_first_ends_on_the_leader(start: Start) -
         assert shard.link.welcome is not None
         assert shard.link.welcome.role == LEADER
         assert shard.link.epoch == 1  # the standby's handshake was never the link's connection
-    assert standby.hellos == [12]
+    assert standby.hellos == [13]
     assert standby.requests == []
     assert leader.requests[:1] == ["CreateNode"]
 
@@ -90,7 +90,7 @@ async def test_the_leader_a_standby_names_is_followed_outside_the_doors(start: S
     async with tenure.connect(url_of(first, second)) as client:
         await client.create_node("n")
         assert str(backend(client).shards[0].link.endpoint) == hidden.address
-    assert (first.hellos, second.hellos) == ([12], [])  # the hint went first, past t2
+    assert (first.hellos, second.hellos) == ([13], [])  # the hint went first, past t2
 
 
 async def test_standbys_naming_each_other_cost_one_connection_each(start: Start) -> None:
@@ -99,7 +99,7 @@ async def test_standbys_naming_each_other_cost_one_connection_each(start: Start)
     one.leader = two.address
     with pytest.raises(UnavailableError) as raised:
         await within(tenure.connect(url_of(one, two)))
-    assert (one.hellos, two.hellos) == ([12], [12])
+    assert (one.hellos, two.hellos) == ([13], [13])
     assert str(raised.value) == (
         f"cannot connect to any of {one.address},{two.address}: "
         f"{one.address}: a standby, naming the leader {two.address}; "
@@ -116,7 +116,7 @@ async def test_a_hint_to_another_standby_is_not_followed_further(start: Start) -
     one.leader, x.leader = x.address, y.address
     with pytest.raises(UnavailableError, match="a standby"):
         await within(tenure.connect(url_of(one, free_address())))
-    assert (one.hellos, x.hellos, y.hellos) == ([12], [12], [])
+    assert (one.hellos, x.hellos, y.hellos) == ([13], [13], [])
 
 
 async def test_open_fails_naming_every_door_and_why(start: Start) -> None:
@@ -145,18 +145,18 @@ async def test_a_refusal_of_an_older_hello_names_the_leader_too(start: Start) ->
     async with tenure.connect(url_of(standby)) as client:
         await client.create_node("n")
         assert str(backend(client).shards[0].link.endpoint) == leader.address
-    assert standby.hellos == [12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2]
-    assert leader.hellos == [12]  # each server its own version
+    assert standby.hellos == [13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2]
+    assert leader.hellos == [13]  # each server its own version
 
 
 @pytest.mark.parametrize(
     ("versions", "hellos"),
     [
-        ((1,), [12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1]),
-        ((1, 2), [12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2]),
-        ((1, 2, 3), [12, 11, 10, 9, 8, 7, 6, 5, 4, 3]),
-        ((1, 2, 3, 4), [12, 11, 10, 9, 8, 7, 6, 5, 4]),
-        ((1, 2, 3, 4, 5), [12, 11, 10, 9, 8, 7, 6, 5]),
+        ((1,), [13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1]),
+        ((1, 2), [13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2]),
+        ((1, 2, 3), [13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3]),
+        ((1, 2, 3, 4), [13, 12, 11, 10, 9, 8, 7, 6, 5, 4]),
+        ((1, 2, 3, 4, 5), [13, 12, 11, 10, 9, 8, 7, 6, 5]),
     ],
 )
 async def test_an_older_server_is_spoken_to_in_its_version(
@@ -225,7 +225,7 @@ async def test_a_version_6_server_is_sent_no_hand_off(start: Start) -> None:
             with pytest.raises(UnsupportedError, match="the capability handoff"):
                 await session.adopt("h1.x")
             assert lock.held
-    assert old.hellos == [12, 11, 10, 9, 8, 7, 6]
+    assert old.hellos == [13, 12, 11, 10, 9, 8, 7, 6]
     assert "OfferHold" not in old.requests
     assert "AdoptHold" not in old.requests
     with pytest.raises(UnsupportedError, match="handoff"):
@@ -241,7 +241,7 @@ async def test_a_version_5_server_is_sent_no_task_and_detects_no_deadlock(start:
             # Sent as version 5 lays it out (a task field would break its codec).
             lock = await session.mutex("job").lock()
             await lock.release()
-    assert old.hellos == [12, 11, 10, 9, 8, 7, 6, 5]
+    assert old.hellos == [13, 12, 11, 10, 9, 8, 7, 6, 5]
     with pytest.raises(UnsupportedError, match="deadlock_detection"):
         await tenure.connect(url_of(old), require=[tenure.Capability.DEADLOCK_DETECTION])
 
@@ -265,7 +265,7 @@ async def test_a_version_6_server_is_sent_no_max_hold_and_the_client_refuses_it(
             assert old.requests.count("Acquire") == sent  # refused before it was sent
             lock = await session.mutex("job").lock()  # (without: as version 6 lays it out)
             await lock.release()
-    assert old.hellos == [12, 11, 10, 9, 8, 7, 6]
+    assert old.hellos == [13, 12, 11, 10, 9, 8, 7, 6]
     with pytest.raises(UnsupportedError, match="max_hold"):
         await tenure.connect(url_of(old), require=[tenure.Capability.MAX_HOLD])
 
@@ -289,7 +289,7 @@ async def test_a_version_9_server_is_sent_no_long_hold_and_the_client_refuses_it
         assert "AlterNode" not in old.requests
         described = await client.alter_node("n", max_waiters=7)  # (without it: sent)
         assert (described.config.max_waiters, described.config.long_hold) == (7, None)
-    assert old.hellos == [12, 11, 10, 9]
+    assert old.hellos == [13, 12, 11, 10, 9]
     with pytest.raises(UnsupportedError, match="long_holds"):
         await tenure.connect(url_of(old), require=[tenure.Capability.LONG_HOLDS])
 
@@ -319,7 +319,7 @@ async def test_a_session_keeps_its_lock_through_a_step_down(
         async with client.session("n") as other:
             assert await other.mutex("job").try_lock() is None  # still held
         assert second.requests.count("AttachSession") == 1
-    assert first.hellos == [12]  # the hint went first: the old leader was not tried again
+    assert first.hellos == [13]  # the hint went first: the old leader was not tried again
 
 
 async def test_a_vanished_leader_is_replaced_through_the_doors(

@@ -114,7 +114,7 @@ async def test_a_client_speaks_version_1_to_an_old_server(old_server: OldServer)
         session = await client.session("n", description="worker")
         assert session.id == 7
         # Refused the newer ones, then the server's.
-        assert old_server.hellos == [12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1]
+        assert old_server.hellos == [13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1]
         [create] = [c for c in old_server.raw_commands if c[0] == 10]
         assert len(create) == 5  # [10, node, key, timeout, description]: no identity
         assert create[4] == "worker"

@@ -71,6 +71,34 @@ def test_handshake_opens_both_ends():
     assert pair.client.version == pair.server.version == PROTOCOL_VERSION
 
 
+def test_a_ping_is_read_ahead_of_nothing_else():
+    """``next_ping`` (a server owes a request its answer, and answers Pings meanwhile)
+    reads the next frame only if it is a Ping: a Request before it, and the end of the
+    stream, are left to ``next_event``, in order."""
+    pair = ConnectionPair()
+    pair.handshake(Hello(), Welcome())
+    client, server = pair.client, pair.server
+    server.receive_data(client.send(Ping(1)) + client.send(Ping(2)))
+    assert server.next_ping() == Ping(1)
+    assert server.next_ping() == Ping(2)
+    assert server.next_ping() is NEED_DATA
+    third = client.send(Ping(3))
+    server.receive_data(third[:5])  # (a part of it: not read yet)
+    assert server.next_ping() is NEED_DATA
+    server.receive_data(third[5:])
+    assert server.next_ping() == Ping(3)
+    server.receive_data(client.send(Request(8, DescribeNode("n"))) + client.send(Ping(4)))
+    server.receive_data(b"")
+    assert server.next_ping() is NEED_DATA  # a Request first: Ping 4 waits behind it
+    assert server.in_flight == {}
+    [request, ping, closed] = drain(server)
+    assert isinstance(request, Request)
+    assert request.request_id == 8
+    assert ping == Ping(4)
+    assert isinstance(closed, ConnectionClosed)
+    assert server.next_ping() is NEED_DATA  # (at the end: nothing)
+
+
 def test_each_end_learns_what_frame_size_the_other_accepts():
     pair = ConnectionPair(client_max=MIN_MAX_FRAME_SIZE, server_max=2 * MIN_MAX_FRAME_SIZE)
     assert pair.client.peer_max_frame_size == MIN_MAX_FRAME_SIZE  # before anyone says so

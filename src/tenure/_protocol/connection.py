@@ -42,6 +42,7 @@ from tenure._protocol.messages import (
     Failure,
     Hello,
     Message,
+    Ping,
     Pong,
     Push,
     Reply,
@@ -347,6 +348,30 @@ class ServerConnection(ConnectionEnd[ClientMessage]):
         """See :class:`ConnectionEnd`."""
         super().__init__(Side.SERVER, max_frame_size=max_frame_size)
 
+    def next_ping(self) -> Ping | NeedData:
+        """The next message if it is a Ping, whole in the bytes received (read as
+        :meth:`next_event` reads it); else NEED_DATA, and nothing is read: a server
+        answers Pings while the request before them is owed its answer, and reads
+        what else follows once it is answered."""
+        if self._their_error is not None:
+            return NEED_DATA
+        body = self._reader.next_body_if(_PING_HEAD)
+        if body is None:
+            return NEED_DATA
+        try:
+            event = decode_message(body)
+            if type(event) is not Ping:  # (a future layout that starts alike)
+                raise ProtocolError(f"expected a Ping, got {type(event).__name__}")
+            after = self._check(Direction.RECEIVE, event)
+        except _RefusalError as refusal:
+            self._their_error = ProtocolError(str(refusal))
+            raise self._their_error from None
+        except ProtocolError as error:
+            self._their_error = error
+            raise
+        self._commit(Direction.RECEIVE, event, after)
+        return event
+
     def command_bytes(self, request: Request) -> bytes | None:
         """The bytes of ``request``'s command as the client encoded them in its frame, so
         that a journal logs them as they are instead of encoding the command again.
@@ -360,6 +385,8 @@ class ServerConnection(ConnectionEnd[ClientMessage]):
         return _command_in(self._request_body)
 
 
+#: How a Ping's frame body starts: an array of two (``[3, nonce]``) and the Ping's tag.
+_PING_HEAD: Final = b"\x92\x03"
 #: How a Request's frame body starts: an array of three (``[2, request_id, command]``)
 #: and the Request's tag.
 _REQUEST_HEAD: Final = b"\x93\x02"

@@ -149,6 +149,20 @@ class FrameReader:
                 buffer.clear()
                 self._start = 0
 
+    def next_body_if(self, head: bytes) -> bytes | None:
+        """The next whole frame body if it starts with ``head`` (taken as
+        :meth:`next_body` takes it); else None, and nothing is taken."""
+        if self._error is not None:
+            return None
+        buffer, start = self._buffer, self._start
+        if len(buffer) - start < HEADER_SIZE:
+            return None
+        (length,) = _unpack_head(buffer, start)
+        body_start = start + HEADER_SIZE
+        if len(buffer) < body_start + length or not buffer.startswith(head, body_start):
+            return None
+        return self.next_body()
+
     def next_body(self) -> bytes | None:
         """The next whole frame body, or None if more bytes are needed.
 

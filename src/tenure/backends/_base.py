@@ -122,6 +122,7 @@ __all__ = [
     "SessionRecovery",
     "SessionTicket",
     "StaleDescribing",
+    "StaleWatching",
     "StaleReading",
     "SwapWrite",
     "TaskNumbers",
@@ -248,6 +249,29 @@ class StaleDescribing(Protocol):
     ) -> SemaphoreDescription:
         """:meth:`CoreSession.describe_semaphore`, allowed to be ``max_staleness``
         seconds stale, yet never older than what the session wrote or was told."""
+        ...
+
+
+@runtime_checkable
+class StaleWatching(Protocol):
+    """A backend session whose watches may be armed on replicas, fired as each replica
+    applies the changes (a cluster's standbys: ``tenure://``). Not part of
+    :class:`CoreSession`: the client watches through any other session as ever
+    (fresh: within any staleness); the built-in sessions all have it, and watch as
+    ever where their backend keeps no replica."""
+
+    async def watch_semaphore_stale(
+        self, name: str, *, data: bool, owners: bool, waiters: bool, max_staleness: float
+    ) -> WatchStream:
+        """:meth:`CoreSession.watch_semaphore`, armed where each state it brings is at
+        most ``max_staleness`` seconds stale (each firing comes as late), yet never
+        older than what the session wrote or was told when it was armed."""
+        ...
+
+    async def watch_prefix_stale(
+        self, prefix: str, *, data: bool, owners: bool, waiters: bool, max_staleness: float
+    ) -> PrefixWatchStream:
+        """:meth:`PrefixWatch.watch_prefix`, armed as :meth:`watch_semaphore_stale` is."""
         ...
 
 

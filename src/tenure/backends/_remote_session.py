@@ -84,7 +84,7 @@ from tenure.backends._engine import RECONCILE_PAGE, CommandStore
 from tenure.backends._link import DisconnectedError
 from tenure.backends._remote_data import data_refusal
 from tenure.backends._shard import Shard
-from tenure.backends._standby_reads import StandbyReads
+from tenure.backends._standby_reads import StandbyArms, StandbyReads
 from tenure.backends._store import BoundSession
 from tenure.backends._watch import EngineWatches
 from tenure.errors import (
@@ -154,6 +154,7 @@ class RemoteStore:
         #: at most about 8 KiB per semaphore: names of up to 1 KiB in a hold, a wait and
         #: a missed ending, well within our frames).
         self.watches = EngineWatches(self, self.session_id)
+        self.watches.standby = StandbyArms(reads, self._fresh_only, self.session_id, self.watches)
         page_size = max(1, min(RECONCILE_PAGE, self._link.options.max_frame_size // 8192))
         self.commands = CommandStore(
             self, self.session_id, page_size=page_size, watches=self.watches
@@ -251,6 +252,11 @@ class RemoteStore:
                     raise type(self.session.ended)(*self.session.ended.args) from None
                 raise
 
+    def _fresh_only(self) -> bool:
+        """Whether a release of the session's is unanswered (module docstring): what
+        allows staleness is asked of the leader meanwhile, behind it."""
+        return bool(self._owed or self.session.ledger.releasing)
+
     async def call_stale(self, command: Command[R], max_staleness: float) -> R:
         """``command`` (a read of this session's) answered by a standby at most
         ``max_staleness`` seconds stale (:meth:`StandbyReads.read`: never older than
@@ -261,7 +267,7 @@ class RemoteStore:
         ended = self.session.ended
         if ended is not None:
             raise type(ended)(*ended.args)
-        if self._owed or self.session.ledger.releasing:
+        if self._fresh_only():
             # A release not answered yet (leaving ``async with`` does not wait for it)
             # is ahead of this read on the leader's connection alone: a standby could
             # answer from before it, and show a hold its caller let go.

@@ -92,12 +92,12 @@ from tenure.backends._liveness import RETRY_MAX, RETRY_MIN, Liveness
 from tenure.backends._options import WITHDRAW_WAIT
 from tenure.backends._release import Releases
 from tenure.backends._session_handoffs import SessionHandoffs
+from tenure.backends._session_replicas import ReplicaReads
 from tenure.backends._store import (
     Acquiring,
     Administering,
     EagerRelease,
     Reserving,
-    StaleAdministering,
     Store,
     Watching,
 )
@@ -120,7 +120,7 @@ log = logging.getLogger("tenure.client")
 R = TypeVar("R")
 
 
-class StoreSession:
+class StoreSession(ReplicaReads):
     """A :class:`~tenure.backends._base.BackendSession` over a store adapter (module docstring).
 
     The class has every ability; a backend makes its sessions of
@@ -388,19 +388,6 @@ class StoreSession:
         """See :meth:`tenure.backends._base.CoreSession.describe_semaphore`."""
         self.check_alive()
         return await self._admin.describe_semaphore(name, owners=owners, waiters=waiters)
-
-    async def describe_semaphore_stale(
-        self, name: str, *, owners: bool, waiters: bool, max_staleness: float
-    ) -> SemaphoreDescription:
-        """See :meth:`tenure.backends._base.StaleDescribing.describe_semaphore_stale`:
-        the store's replicas', where it has any; else the store's own describe."""
-        self.check_alive()
-        admin = self._admin
-        if not isinstance(admin, StaleAdministering):
-            return await admin.describe_semaphore(name, owners=owners, waiters=waiters)
-        return await admin.describe_semaphore_stale(
-            name, owners=owners, waiters=waiters, max_staleness=max_staleness
-        )
 
     async def watch_semaphore(
         self, name: str, *, data: bool, owners: bool, waiters: bool

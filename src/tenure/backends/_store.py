@@ -59,6 +59,7 @@ __all__ = [
     "SessionView",
     "SessionWork",
     "StaleAdministering",
+    "StaleWatchingStore",
     "Store",
     "Watching",
     "Withdrawal",
@@ -343,6 +344,23 @@ class StaleAdministering(Protocol):
         self, name: str, *, owners: bool, waiters: bool, max_staleness: float
     ) -> SemaphoreDescription:
         """See :meth:`tenure.backends._base.StaleDescribing.describe_semaphore_stale`."""
+
+
+@runtime_checkable
+class StaleWatchingStore(Protocol):
+    """What a store's :class:`Watching` adds where a replica may arm its watches
+    (``tenure://``'s, on a cluster's standbys; elsewhere the session watches as ever,
+    fresh, which is within any staleness)."""
+
+    async def watch_semaphore_stale(
+        self, name: str, *, data: bool, owners: bool, waiters: bool, max_staleness: float
+    ) -> WatchStream:
+        """See :meth:`tenure.backends._base.StaleWatching.watch_semaphore_stale`."""
+
+    async def watch_prefix_stale(
+        self, prefix: str, *, data: bool, owners: bool, waiters: bool, max_staleness: float
+    ) -> PrefixWatchStream:
+        """See :meth:`tenure.backends._base.StaleWatching.watch_prefix_stale`."""
 
 
 class Watching(Protocol):

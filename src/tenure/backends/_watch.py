@@ -9,7 +9,12 @@ server keeps no watches). :class:`EngineWatches` is a session's
 :class:`~tenure.backends._store.Watching` on ``memory://`` and ``tenure://``: its
 watches and prefix watches, armed in the engine, fed by its firings (a WatchFired
 push, which :meth:`CommandStore.deliver <tenure.backends._engine.CommandStore.deliver>`
-hands on).
+hands on). A watch that allows some staleness is armed on a cluster's standby where
+the session has one (:class:`StandbyArming`: ``tenure://``'s,
+:class:`~tenure.backends._standby_reads.StandbyArms`), else as any: its firings come
+from that standby (:meth:`EngineWatches.fired_from`), and its connection's loss is a
+re-arm (:meth:`EngineWatches.source_lost`). Watch ids are each server's own: the
+watches are kept by the server that armed them (``""``: the session's own) and id.
 """
 
 from __future__ import annotations
@@ -25,7 +30,7 @@ from tenure.backends._prefix import PrefixFeed, PrefixStream
 from tenure.backends._store import SessionView, SessionWork
 from tenure.errors import LostError
 
-__all__ = ["EngineCalls", "EngineWatch", "EngineWatches", "WatchFeed"]
+__all__ = ["EngineCalls", "EngineWatch", "EngineWatches", "StandbyArming", "WatchFeed"]
 
 R = TypeVar("R")
 
@@ -36,6 +41,24 @@ class EngineCalls(Protocol):
 
     async def call(self, command: Command[R]) -> R:
         """Apply ``command`` and return the reply."""
+
+
+class StandbyArming(Protocol):
+    """Where a session's watches that allow staleness are armed, and disarmed."""
+
+    async def arm(self, command: Command[R], max_staleness: float) -> tuple[R, str] | None:
+        """``command`` armed on a standby: its answer and the standby's address (None:
+        armed nowhere; the session arms it itself)."""
+
+    def cancel(self, source: str, watch_id: int) -> None:
+        """Disarm ``watch_id``, armed on the standby at ``source``."""
+
+    def close(self) -> None:
+        """The session ended: no more firings for it."""
+
+
+#: A watch's key: the server that armed it (``""``: the session's own) and its id there.
+Key = tuple[str, int]
 
 
 class WatchFeed:
@@ -146,26 +169,54 @@ class EngineWatchesHome(SessionView, SessionWork, Protocol):
 
 
 class EngineWatches:
-    """A session's watches in its engine (module docstring), over ``channel``."""
+    """A session's watches in its engine (module docstring), over ``channel``, and on
+    standbys through ``standby`` (None: the channel arms every watch)."""
 
-    def __init__(self, channel: EngineCalls, session_id: int) -> None:
+    def __init__(
+        self, channel: EngineCalls, session_id: int, standby: StandbyArming | None = None
+    ) -> None:
         self._channel = channel
         self._session_id = session_id
-        #: Armed watches' feeds, by engine watch id.
-        self._feeds: dict[int, WatchFeed] = {}
-        #: Armed prefix watches' feeds, by engine watch id.
-        self._prefix_feeds: dict[int, PrefixFeed] = {}
+        self.standby = standby
+        #: Armed watches' feeds, by key (the server that armed it, its id there).
+        self._feeds: dict[Key, WatchFeed] = {}
+        #: Armed prefix watches' feeds, by key.
+        self._prefix_feeds: dict[Key, PrefixFeed] = {}
         self._session: EngineWatchesHome
 
     def bind(self, session: EngineWatchesHome) -> None:
         """The session these watches are of (bound by its store)."""
         self._session = session
 
+    async def _arm(self, command: Command[R], max_staleness: float | None) -> tuple[R, str]:
+        """``command`` armed on a standby if it allows staleness and one arms it, else
+        through the channel: its answer, and who armed it ("": the channel)."""
+        if max_staleness is not None and self.standby is not None:
+            armed = await self.standby.arm(command, max_staleness)
+            if armed is not None:
+                return armed
+        return await self._channel.call(command), ""
+
+    def _cancel(self, key: Key) -> None:
+        """Disarm the watch of ``key`` where it was armed (the session alive)."""
+        source, watch_id = key
+        if source and self.standby is not None:
+            self.standby.cancel(source, watch_id)
+        elif not source:
+            self._session.spawn(self._channel.call(CancelWatch(self._session_id, watch_id)))
+
     async def watch_semaphore(
-        self, name: str, *, data: bool, owners: bool, waiters: bool
+        self,
+        name: str,
+        *,
+        data: bool,
+        owners: bool,
+        waiters: bool,
+        max_staleness: float | None = None,
     ) -> WatchStream:
-        """One repeating engine watch, armed anew whenever the old one is gone."""
-        session, session_id, channel = self._session, self._session_id, self._channel
+        """One repeating engine watch, armed anew whenever the old one is gone (on a
+        standby, given ``max_staleness``, where the session has one)."""
+        session, session_id = self._session, self._session_id
 
         async def arm() -> tuple[SemaphoreDescription, WatchFeed]:
             session.check_alive()
@@ -179,59 +230,98 @@ class EngineWatches:
                 watch_waiters=waiters,
                 watch_repeat=True,
             )
-            result = await channel.call(command)
+            result, source = await self._arm(command, max_staleness)
             assert result.watch_id is not None
-            watch_id = result.watch_id
+            key = (source, result.watch_id)
 
             def disarm() -> None:
-                if self._feeds.pop(watch_id, None) is not None and session.ended is None:
-                    session.spawn(channel.call(CancelWatch(session_id, watch_id)))
+                if self._feeds.pop(key, None) is not None and session.ended is None:
+                    self._cancel(key)
 
-            feed = self._feeds[watch_id] = WatchFeed(disarm)
+            feed = self._feeds[key] = WatchFeed(disarm)
             return result.description, feed
 
         description, feed = await arm()
         return EngineWatch(arm, description, feed)
 
     async def watch_prefix(
-        self, prefix: str, *, data: bool, owners: bool, waiters: bool
+        self,
+        prefix: str,
+        *,
+        data: bool,
+        owners: bool,
+        waiters: bool,
+        max_staleness: float | None = None,
     ) -> PrefixWatchStream:
         """One engine prefix watch (WatchPrefix), whose firings carry each change's state;
-        armed anew (and the consumer told to list again) after a re-attach."""
-        session, session_id, channel = self._session, self._session_id, self._channel
+        armed anew (and the consumer told to list again) after a re-attach, or the loss
+        of the standby that armed it (given ``max_staleness``)."""
+        session, session_id = self._session, self._session_id
         feed = PrefixFeed()
-        armed: list[int] = []  # the engine watch's id (none while it is being re-armed)
+        armed: list[Key] = []  # the engine watch's key (none while it is being re-armed)
 
         async def arm() -> None:
             session.check_alive()
-            reply = await channel.call(WatchPrefix(session_id, prefix, data, owners, waiters))
+            command = WatchPrefix(session_id, prefix, data, owners, waiters)
+            reply, source = await self._arm(command, max_staleness)
             # (Before any later push: the link holds a push after a reply one turn.)
-            self._prefix_feeds[reply.watch_id] = feed
-            armed[:] = [reply.watch_id]
+            key = (source, reply.watch_id)
+            self._prefix_feeds[key] = feed
+            armed[:] = [key]
 
         async def disarm() -> None:
-            for watch_id in armed:
-                if self._prefix_feeds.pop(watch_id, None) is not None and session.ended is None:
-                    session.spawn(channel.call(CancelWatch(session_id, watch_id)))
+            for key in armed:
+                if self._prefix_feeds.pop(key, None) is not None and session.ended is None:
+                    self._cancel(key)
             armed.clear()
 
         await arm()
         return PrefixStream(feed, disarm=disarm, rearm=arm)
 
+    async def watch_semaphore_stale(
+        self, name: str, *, data: bool, owners: bool, waiters: bool, max_staleness: float
+    ) -> WatchStream:
+        """:meth:`watch_semaphore` on a standby where the session has one."""
+        flags = {"data": data, "owners": owners, "waiters": waiters}
+        return await self.watch_semaphore(name, **flags, max_staleness=max_staleness)
+
+    async def watch_prefix_stale(
+        self, prefix: str, *, data: bool, owners: bool, waiters: bool, max_staleness: float
+    ) -> PrefixWatchStream:
+        """:meth:`watch_prefix` on a standby where the session has one."""
+        flags = {"data": data, "owners": owners, "waiters": waiters}
+        return await self.watch_prefix(prefix, **flags, max_staleness=max_staleness)
+
     def fired(self, effect: WatchFired) -> None:
-        """A firing of one of these watches: its feed gets the state it carries."""
-        feed = self._feeds.get(effect.watch_id)
+        """A firing of one of these watches armed by the session's own server."""
+        self.fired_from("", effect)
+
+    def fired_from(self, source: str, effect: WatchFired) -> None:
+        """A firing of one of these watches, armed by ``source``: its feed gets the
+        state it carries."""
+        key = (source, effect.watch_id)
+        feed = self._feeds.get(key)
         if feed is not None:
             feed.put(effect.description)
-        elif (prefixed := self._prefix_feeds.get(effect.watch_id)) is not None:
+        elif (prefixed := self._prefix_feeds.get(key)) is not None:
             prefixed.put(effect.name, effect.description)
 
+    def source_lost(self, source: str) -> None:
+        """The connection to the standby at ``source`` was lost: each watch armed there
+        is armed again (a prefix watch's consumer told to list again)."""
+        for key in [key for key in self._feeds if key[0] == source]:
+            self._feeds.pop(key).put(None)
+        for key in [key for key in self._prefix_feeds if key[0] == source]:
+            self._prefix_feeds.pop(key).reset(rearm=True)
+
     def forget(self) -> list[int]:
-        """Wake every watcher to arm a new watch; returns the old watches' ids to cancel.
+        """Wake every watcher to arm a new watch; returns the old watches' ids to cancel
+        on the session's new connection (those armed on standbys are cancelled there).
 
         After a re-attach a firing may have been lost (and a restarted server keeps
-        no watches, and may re-use their ids): describing again reads the latest state;
-        a prefix watch's consumer is told to list again (a reset) once it is re-armed.
+        no watches, and may re-use their ids; a node that moved left its watches on
+        its old cell's standbys): describing again reads the latest state; a prefix
+        watch's consumer is told to list again (a reset) once it is re-armed.
         """
         stale, self._feeds = self._feeds, {}
         for feed in stale.values():
@@ -239,7 +329,13 @@ class EngineWatches:
         prefixed, self._prefix_feeds = self._prefix_feeds, {}
         for prefix_feed in prefixed.values():
             prefix_feed.reset(rearm=True)
-        return [*stale, *prefixed]
+        own: list[int] = []
+        for source, watch_id in [*stale, *prefixed]:
+            if not source:
+                own.append(watch_id)
+            elif self.standby is not None:
+                self.standby.cancel(source, watch_id)
+        return own
 
     def stop(self, error: LostError) -> None:
         """The session ended: every watch ends with ``error``."""
@@ -249,3 +345,5 @@ class EngineWatches:
         for prefixed in self._prefix_feeds.values():
             prefixed.fail(error)
         self._prefix_feeds.clear()
+        if self.standby is not None:
+            self.standby.close()

@@ -10,8 +10,10 @@ from tenure.backends._base import (
     CreateWrite,
     DeleteWrite,
     StaleDescribing,
+    StaleWatching,
     SwapWrite,
     UpdateWrite,
+    WatchStream,
 )
 from tenure.client import _args, _forks
 from tenure.client._args import Data
@@ -142,7 +144,12 @@ class Semaphore(NamedRecipe):
         await lowlevel.backend_session(self.session).write_semaphore(self.name, DeleteWrite(force))
 
     def watch(
-        self, *, data: bool = False, owners: bool = False, waiters: bool = False
+        self,
+        *,
+        data: bool = False,
+        owners: bool = False,
+        waiters: bool = False,
+        max_staleness: float | None = None,
     ) -> AsyncGenerator[SemaphoreDescription, None]:
         """Yield the current description at once, then again after every watched change.
 
@@ -150,11 +157,28 @@ class Semaphore(NamedRecipe):
         latest state, never a stale queue of old ones. A semaphore that does not
         exist is described with ``exists=False``. The iterator ends with the
         session's loss error if the session is lost.
+
+        ``max_staleness`` (seconds, 0 to 3600): a replica may keep the watch, each
+        state it brings (and so each change's news) at most about that stale, the
+        first never older than what this client wrote or was told (a cluster's
+        standbys: docs/cluster.md, "Reads from standbys"); a backend with none
+        watches as ever. None (the default, whatever the client's URL says): the
+        session's own watch.
+
+        Raises:
+            InvalidArgumentError: a bad ``max_staleness`` (when iterated).
         """
         data = _args.flag("data", data)
         owners = _args.flag("owners", owners)
         waiters = _args.flag("waiters", waiters)
-        return watch_semaphore(self.session, self.name, data=data, owners=owners, waiters=waiters)
+        return watch_semaphore(
+            self.session,
+            self.name,
+            data=data,
+            owners=owners,
+            waiters=waiters,
+            max_staleness=max_staleness,
+        )
 
 
 async def describe_semaphore(
@@ -178,9 +202,17 @@ async def describe_semaphore(
 
 
 async def watch_semaphore(
-    session: RecipeSession, name: str, *, data: bool, owners: bool, waiters: bool
+    session: RecipeSession,
+    name: str,
+    *,
+    data: bool,
+    owners: bool,
+    waiters: bool,
+    max_staleness: object = None,
 ) -> AsyncGenerator[SemaphoreDescription, None]:
-    """The loop behind :meth:`Semaphore.watch`: the backend's stream, without repeats.
+    """The loop behind :meth:`Semaphore.watch`: the backend's stream, without repeats
+    (given ``max_staleness``, checked, on the backend's replicas where it has any:
+    :class:`~tenure.backends.StaleWatching`).
 
     The backend's :class:`~tenure.backends.WatchStream` brings the latest state after
     each change (a busy consumer gets the newest, never a queue); a state equal to
@@ -189,9 +221,15 @@ async def watch_semaphore(
     Resumed or closed in a child made by fork since it started, it raises
     ForkedClientError and leaves the stream alone: its watch is the parent's.
     """
-    stream = await lowlevel.backend_session(session).watch_semaphore(
-        name, data=data, owners=owners, waiters=waiters
-    )
+    seconds = _args.max_staleness(max_staleness)
+    backend = lowlevel.backend_session(session)
+    stream: WatchStream
+    if seconds is not None and isinstance(backend, StaleWatching):
+        stream = await backend.watch_semaphore_stale(
+            name, data=data, owners=owners, waiters=waiters, max_staleness=seconds
+        )
+    else:
+        stream = await backend.watch_semaphore(name, data=data, owners=owners, waiters=waiters)
     opened_by = _forks.pid
     try:
         last: SemaphoreDescription | None = None

@@ -79,15 +79,20 @@ class Semaphore(SyncRecipe[RecipeSession, aio.Semaphore]):
         self.session.portal.call(self._recipe.delete, force=force)
 
     def watch(
-        self, *, data: bool = False, owners: bool = False, waiters: bool = False
+        self,
+        *,
+        data: bool = False,
+        owners: bool = False,
+        waiters: bool = False,
+        max_staleness: float | None = None,
     ) -> Stream[SemaphoreDescription]:
-        """The current description, then one after every watched change (coalesced).
+        """The current description, then one after every watched change (coalesced);
+        ``max_staleness``: a replica may keep the watch.
 
         See :meth:`tenure.Semaphore.watch`. Each ``next()`` blocks until there is
         a change; close the stream (or use ``with``) when done.
         """
-        return Stream(
-            self.session.portal,
-            self._recipe.watch(data=data, owners=owners, waiters=waiters),
-            same,
+        watch = self._recipe.watch(
+            data=data, owners=owners, waiters=waiters, max_staleness=max_staleness
         )
+        return Stream(self.session.portal, watch, same)

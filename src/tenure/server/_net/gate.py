@@ -35,7 +35,6 @@ from typing import Final
 
 from tenure._core import AttachSession, Command, ResumeSession
 from tenure._protocol import (
-    ConnectionClosed,
     GoingAway,
     Hello,
     LocalProtocolError,
@@ -105,16 +104,14 @@ class Conn:
     #: How the listener counts it (``--max-handshaking`` until its Welcome; None: not counted).
     entry: Admitted | None = None
     #: A request read while the host was behind with due deadlines: served once it
-    #: has caught up (``tenure.server._net.native``), the connection's later ones after it;
-    #: or a frame read while ``answering`` (a request, the end of the stream), read
-    #: then so that a Ping after it is answered meanwhile.
-    held_back: Hello | Request | ConnectionClosed | None = None
+    #: has caught up (``tenure.server._net.native``), the connection's later ones after it.
+    held_back: Request | None = None
     awaits_host: bool = False  # a wake-up is asked of the host (when_caught_up)
     #: A request answered in a task of its own (a reload: its files load in a thread):
-    #: the connection's later frames are served once it is answered, so that an end of
+    #: the connection's later frames are read once it is answered, so that an end of
     #: stream read meanwhile cannot close the connection with its answer owed. Its
-    #: Pings are answered meanwhile: a reload of 100,000 tokens took over the client's
-    #: ping patience (10 s) on a busy machine, and the client gave the connection up.
+    #: Pings are read and answered meanwhile: a reload of 100,000 tokens took over the
+    #: client's ping patience (10 s) on a busy machine, and the client gave it up.
     answering: asyncio.Task[None] | None = None
     awaits_answer: bool = False  # a wake-up is asked of ``answering``
     #: A scoped ListNodes answered in slices: its request, the names found so far, the

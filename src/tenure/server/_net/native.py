@@ -158,8 +158,8 @@ class NativeFace:
         rest in this request's step (a command never sees what its time has ended).
         Pings of other connections, and their requests read earlier, are served
         meanwhile. A request answered in a task (``Conn.answering``: a reload, a stale
-        read) holds back the connection's next request, or its end, until then; its
-        Pings are answered meanwhile (:meth:`_ping_meanwhile`).
+        read) holds back what the connection sends next until then, but for its Pings,
+        answered meanwhile (:meth:`_ping_meanwhile`).
         """
         ended = self.host.dead or conn.closing
         try:
@@ -201,18 +201,11 @@ class NativeFace:
         return True
 
     def _ping_meanwhile(self, conn: Conn) -> Ping | None:
-        """The next frame of ``conn`` if it is a Ping (answered while a request of the
-        connection is, ``Conn.answering``); any other is held back until then (a
-        request, the end of the stream), and the frames after it with it."""
-        if conn.held_back is not None:
-            return None
-        read = conn.codec.next_event()
-        if type(read) is Ping:
-            return read
-        if read is not NEED_DATA:
-            self.gate.frame(conn)  # heard now, served later
-            conn.held_back = read
-        return None
+        """The next frame of ``conn`` if it is a Ping, answered while a request of the
+        connection is owed its answer (``Conn.answering``); anything else is read once
+        it is answered (None), and the frames after it with it."""
+        read = conn.codec.next_ping()
+        return None if read is NEED_DATA else read
 
     def _wait_for_host(self, conn: Conn, accepted: AcceptedProtocol) -> None:
         """Serve ``conn`` again once the host has caught up (asked once at a time)."""
