@@ -76,7 +76,7 @@ QUIET = 0.5
 PHASE_LIMIT = 300.0
 
 
-def _raise_nofile(wanted: int) -> None:
+def raise_nofile(wanted: int) -> None:
     """Raise this process's soft RLIMIT_NOFILE toward ``wanted`` (its children inherit it)."""
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     target = wanted if hard == resource.RLIM_INFINITY else min(wanted, hard)
@@ -99,7 +99,7 @@ async def _arm(client: WireClient, watches: int) -> set[int]:
     return ids
 
 
-async def _read_pushes(
+async def read_pushes(
     client: WireClient, counts: dict[int, int], seen: list[float], limit: int
 ) -> None:
     """Count the watch firings read on ``client`` until its stream ends."""
@@ -126,7 +126,7 @@ async def _child_main(
         ids = set().union(*armed)
         counts: dict[int, int] = {}
         seen = [0.0]
-        readers = [asyncio.ensure_future(_read_pushes(c, counts, seen, 1 << 24)) for c in opened]
+        readers = [asyncio.ensure_future(read_pushes(c, counts, seen, 1 << 24)) for c in opened]
         pipe.send(len(ids))
         loop = asyncio.get_running_loop()
         while True:  # one round per update: report once every watch fired, then quiet
@@ -162,7 +162,7 @@ def _child(port: int, shares: list[int], pipe: multiprocessing.connection.Connec
     asyncio.run(_child_main(port, shares, pipe))
 
 
-def _cpu_seconds(pid: int) -> float:
+def cpu_seconds(pid: int) -> float:
     """The process's user and system CPU time so far, in seconds (/proc)."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
@@ -177,7 +177,7 @@ async def _probe(client: WireClient, sid: int, stop: asyncio.Event, took: list[f
         took.append(time.monotonic() - started)
 
 
-def _shares(total: int, parts: int) -> list[int]:
+def split_evenly(total: int, parts: int) -> list[int]:
     """``total`` split into ``parts`` near-equal positive whole shares (none empty)."""
     parts = max(1, min(parts, total))
     return [total // parts + (1 if i < total % parts else 0) for i in range(parts)]
@@ -202,7 +202,7 @@ async def _rounds(
             stop = asyncio.Event()
             prober = asyncio.ensure_future(_probe(probe, probe_sid, stop, took))
             await asyncio.sleep(0.05)
-            cpu = _cpu_seconds(server_pid)
+            cpu = cpu_seconds(server_pid)
             started = time.monotonic()
             await updater.call(UpdateSemaphore(sid, WATCHED, b"value %d" % n))
             answered = time.monotonic() - started
@@ -224,7 +224,7 @@ async def _rounds(
                     "probe_max_ms": max(took) * 1e3 if took else float("nan"),
                     "probes": len(took),
                     # (includes the probe's describes and the quiet spell's idling)
-                    "server_cpu_s": _cpu_seconds(server_pid) - cpu,
+                    "server_cpu_s": cpu_seconds(server_pid) - cpu,
                 }
             )
         return results
@@ -262,7 +262,7 @@ def measure(
     """
     connections = max(1, min(connections, watchers))
     per_connection = -(-watchers // connections)
-    _raise_nofile(2 * connections + 1_024)
+    raise_nofile(2 * connections + 1_024)
     # (``--idle-timeout 0``: a watcher says nothing between changes, as a fleet's do.)
     flags = ["--fsync", "off", "--idle-timeout", "0", "--max-connections", str(connections + 16)]
     flags += ["--max-watches-per-semaphore", str(max(watchers, 1_000))]
@@ -274,7 +274,7 @@ def measure(
         ServerProcess(Path(scratch) / "data", *flags) as server,
     ):
         asyncio.run(_setup(server.port, watchers, per_connection))
-        shares = _shares(watchers, connections)
+        shares = split_evenly(watchers, connections)
         groups = [shares[i::processes] for i in range(min(processes, len(shares)))]
         pipes, children = [], []
         try:

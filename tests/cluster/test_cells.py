@@ -153,12 +153,19 @@ async def cluster_status(url: str, *options: str) -> subprocess.CompletedProcess
 async def test_cluster_status_shows_every_cell_its_leader_and_members(service: Service) -> None:
     leaders = {name: cell.leader().address for name, cell in service.cells.items()}
     members = {name: {s.address for s in cell.servers} for name, cell in service.cells.items()}
-    # Every member's door: each cell from the answers of its own members.
-    result = await cluster_status(service.url())
-    assert result.returncode == 0, result.stdout + result.stderr
-    lines = result.stdout.splitlines()
+
+    # Every member's door: each cell from the answers of its own members (each member
+    # reads the others' records once a second: until every member is named).
+    async def every_member_named() -> tuple[list[str], list[list[str]]] | None:
+        result = await cluster_status(service.url())
+        assert result.returncode == 0, result.stdout + result.stderr
+        lines = result.stdout.splitlines()
+        tables = [[c.strip() for c in line.split("│")] for line in lines if "│" in line]
+        named = {row[0] for row in tables if len(row) == 6}
+        return (lines, tables) if all(m <= named for m in members.values()) else None
+
+    lines, tables = await until(every_member_named, "cluster status names every member", 60)
     assert lines[0] == f"service {service.cells['a'].name!r}: 2 cells (a, b)"
-    tables = [[c.strip() for c in line.split("│")] for line in lines if "│" in line]
     shown = {row[0]: row[1] for row in tables if len(row) == 6}  # member: role
     for cell in ("a", "b"):
         assert any(

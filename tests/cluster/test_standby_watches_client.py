@@ -1,7 +1,8 @@
 """A client's watches that allow staleness (``Semaphore.watch(max_staleness=...)``),
 against a real three-member cluster over a real etcd: the watch is armed on a
 standby (never the leader), brings what another client writes, is armed again
-elsewhere when its standby dies, and a bad value is refused; the sync face's too."""
+elsewhere when its standby dies, and a bad value is refused; the sync face's too,
+and a backend session's prefix watch (``StaleWatching.watch_prefix_stale``)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,8 @@ import pytest
 
 import tenure
 import tenure.sync
+from tenure import lowlevel
+from tenure.backends import PrefixChange, StaleWatching
 from tenure.backends._standby_reads import StandbyReads
 from tenure.backends.remote import TenureBackend
 from tenure.errors import InvalidArgumentError
@@ -105,5 +108,36 @@ def test_the_sync_faces_watch_goes_to_a_standby(steady_cluster: TenureCluster) -
                 session.semaphore("s").update(b"y")
                 assert next(watch).data == b"y"
         answered = _reads(client.async_client).answered
+        assert set(answered) <= {s.address for s in steady_cluster.standbys()}
+        assert sum(answered.values()) == 1
+
+
+async def test_a_sessions_prefix_watch_is_armed_on_a_standby(
+    steady_cluster: TenureCluster,
+) -> None:
+    node = f"watch-{uuid.uuid4().hex[:8]}"
+    async with tenure.connect(steady_cluster.url()) as client:
+        await client.create_node(node)
+        async with client.session(node) as writer, client.session(node) as reader:
+            backend = lowlevel.backend_session(reader)
+            assert isinstance(backend, StaleWatching)
+            stream = await backend.watch_prefix_stale(
+                "a/", data=True, owners=False, waiters=False, max_staleness=BOUND
+            )
+            try:
+                await writer.semaphore("a/x").create(1, b"one")
+                await writer.semaphore("b").create(1, b"other")  # (not under the prefix)
+                await writer.semaphore("a/x").update(b"two")
+                seen: list[bytes] = []
+                while seen[-1:] != [b"two"]:
+                    news = await asyncio.wait_for(anext(stream), 30)
+                    assert isinstance(news, PrefixChange), news
+                    assert news.name == "a/x"
+                    assert news.description is not None
+                    seen.append(news.description.data)
+                assert set(seen) <= {b"one", b"two"}  # (news of one name may coalesce)
+            finally:
+                await stream.aclose()
+        answered = _reads(client).answered
         assert set(answered) <= {s.address for s in steady_cluster.standbys()}
         assert sum(answered.values()) == 1
