@@ -14,6 +14,11 @@ and the same measures as there (``answer_s``, ``last_told_s``, ``told_once``...;
 Run: ``python -m bench.micro.standby_watch_fanout [--watchers 10000 100000]
 [--connections 999] [--processes 3] [--repeats 3]``; ``--leader-only`` puts every
 watcher on the leader instead (the same cluster: the comparison).
+
+Internals: the tests' harness (``tests.cluster``, ``tests.etcd``) runs etcd and the
+members; the tests' wire client (``tests.server.wire``) opens the connections and
+arms the watches with ``max_staleness`` (the protocol's commands, ``tenure._core``),
+and :mod:`bench.micro.watch_fanout`'s readers count the firings.
 """
 
 from __future__ import annotations
