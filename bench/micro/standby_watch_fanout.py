@@ -17,7 +17,10 @@ watcher on the leader instead (the same cluster: the comparison).
 
 Internals: the tests' harness (``tests.cluster``, ``tests.etcd``) runs etcd and the
 members; the tests' wire client (``tests.server.wire``) opens the connections and
-arms the watches with ``max_staleness`` (the protocol's commands, ``tenure._core``),
+arms the watches with ``max_staleness`` (the protocol's commands, ``tenure._core``);
+the members run with the server's default lease TTL (``tenure.server._config``: the
+tests' 2 s is for fast failovers, and a busy two-core machine can starve a member
+that long),
 and :mod:`bench.micro.watch_fanout`'s readers count the firings.
 """
 
@@ -58,6 +61,7 @@ from tenure._core import (
     UpdateSemaphore,
 )
 from tenure._protocol import Reply
+from tenure.server._config.cluster_settings import DEFAULT_LEASE_TTL
 
 #: The staleness the standbys' watches allow, in seconds.
 BOUND = 1.0
@@ -208,7 +212,9 @@ def measure(
     with (
         tempfile.TemporaryDirectory() as scratch,
         EtcdCluster(1, root=Path(scratch) / "etcd") as etcd,
-        TenureCluster(Path(scratch) / "cluster", etcd.endpoints, extra=flags) as cluster,
+        TenureCluster(
+            Path(scratch) / "cluster", etcd.endpoints, extra=flags, lease_ttl=DEFAULT_LEASE_TTL
+        ) as cluster,
     ):
         leader = cluster.leader()
         members = [leader] if leader_only else [leader, *cluster.standbys()]

@@ -118,9 +118,14 @@ async def test_a_fresh_read_sees_every_entry_acknowledged_before_it(
     freshness = Freshness(follower)
     assert freshness.confirmed_at == -math.inf
     assert freshness.age() == math.inf
+    assert not freshness.holds(1e9)  # (never confirmed: no finite bound holds)
     lease, term = await _candidate(store, "a")
     await _append(store, 1, term, lease, "app")  # acknowledged: etcd committed it
     applied = await freshness.within(0, timeout=TIMEOUT)
+    # What within() would answer at once, told without waiting (the face's turn path):
+    assert freshness.holds(60, applied)
+    assert not freshness.holds(60, applied + 1)  # (an entry not applied yet)
+    assert not freshness.holds(-1)  # (a confirmation from the future: none)
     assert applied >= 1
     assert follower.applied >= 1
     assert "app" in follower.engine.nodes

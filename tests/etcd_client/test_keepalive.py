@@ -58,6 +58,40 @@ async def test_a_lease_added_to_renew_at_once_wakes_the_writer() -> None:
         await asyncio.wait_for(writer, 5)
 
 
+async def test_a_lease_removed_while_another_renewal_is_written_is_skipped() -> None:
+    """Two leases due together; the first one's write yields, and the second lease is
+    removed meanwhile (a member stepping down drops its lease): the writer skips it and
+    goes on (it raised KeyError, which tore the stream down and told every other lease
+    "reconnected")."""
+    keepalive = KeepAlive(client=None)  # type: ignore[arg-type]  # the stream is ours
+    keepalive._start = lambda: None  # type: ignore[method-assign]  # no etcd here
+    reader = asyncio.get_running_loop().create_future()
+
+    class Yielding(Call):
+        async def write(self, request: Any) -> None:
+            await super().write(request)
+            if int(request.ID) == 1:
+                keepalive.remove(2)
+                await asyncio.sleep(0)
+
+    call = Yielding()
+    keepalive.add(Lease(1, 30), at_once=True)
+    keepalive.add(Lease(2, 30), at_once=True)
+    writer = asyncio.ensure_future(keepalive._write(call, reader))  # type: ignore[arg-type]
+    try:
+        for _ in range(50):
+            await asyncio.sleep(0)
+        assert call.written == [1]
+        assert not writer.done()  # still renewing lease 1, not ended by an error
+        keepalive.add(Lease(3, 30), at_once=True)
+        for _ in range(50):
+            await asyncio.sleep(0)
+        assert call.written == [1, 3]
+    finally:
+        reader.set_result(None)
+        await asyncio.wait_for(writer, 5)
+
+
 async def test_a_stream_closed_while_it_waits_for_its_broken_reader_stops() -> None:
     """close() cancels the stream's task; a cancel that lands while the task waits for
     its broken call's reader to end must end the task (it was swallowed there, and the

@@ -188,9 +188,12 @@ class KeepAlive(_Stream):
         loop = asyncio.get_running_loop()
         while not reader.done():
             now = loop.time()
-            for lease_id, due in list(self._due.items()):
-                lease = self._leases[lease_id]
-                if due <= now:
+            for lease_id in list(self._due):
+                # Looked up afresh: a lease removed while a write above was awaited is
+                # skipped (it raised KeyError, and the stream was torn down and every
+                # lease told "reconnected": seen when a member stepped down under load).
+                lease, due = self._leases.get(lease_id), self._due.get(lease_id)
+                if lease is not None and due is not None and due <= now:
                     self._due[lease_id] = now + lease.ttl / 3
                     self._sent[lease_id].append(now)
                     await call.write(rpc_pb2.LeaseKeepAliveRequest(ID=lease_id))

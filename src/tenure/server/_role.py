@@ -30,6 +30,11 @@ class Fresh(Protocol):
         """The index of the last log entry the state holds."""
         ...
 
+    def holds(self, max_staleness: float, min_index: int = 0) -> bool:
+        """Whether :meth:`within` would return at once (confirmed recently enough, and
+        ``min_index`` applied)."""
+        ...
+
     async def within(self, max_staleness: float, min_index: int = 0, *, timeout: float) -> int:
         """Until the state holds everything committed ``max_staleness`` seconds ago or
         later, and the entry ``min_index``; the index applied then.

@@ -13,7 +13,7 @@ import pytest
 from tenure._core import ListNodes
 from tenure._core.commands import NodePage
 from tenure._protocol import Failure, Reply, Request, State
-from tenure.errors import ErrorCode
+from tenure.errors import ErrorCode, LimitExceededError
 from tenure.server._net.stale_reads import StaleReads
 from tests.core.support import make_engine
 
@@ -21,10 +21,16 @@ from tests.core.support import make_engine
 class Fresh:
     """A freshness that answers as told: an index, an error, or never."""
 
-    def __init__(self, answer: Any) -> None:
+    def __init__(self, answer: Any, *, held: bool = False) -> None:
         self.answer = answer
         self.applied = 7
         self.asked: list[tuple[float, int]] = []
+        self.held = held  # (confirmed already: answered in the turn, no task)
+        self.held_asked: list[tuple[float, int]] = []
+
+    def holds(self, max_staleness: float, min_index: int = 0) -> bool:
+        self.held_asked.append((max_staleness, min_index))
+        return self.held
 
     async def within(self, max_staleness: float, min_index: int = 0, *, timeout: float) -> int:
         self.asked.append((max_staleness, min_index))
@@ -52,6 +58,7 @@ class Parts:
         self.transport = self
         self.answering: asyncio.Task[None] | None = None
         self.counted: list[tuple[str, ErrorCode | None]] = []
+        self.refusal: Exception | None = None  # (what admit_request raises)
 
     # the observer's
     def request(self, command: Any, code: ErrorCode | None) -> None:
@@ -59,7 +66,8 @@ class Parts:
 
     # the host's
     def admit_request(self, actor: str) -> None:
-        pass
+        if self.refusal is not None:
+            raise self.refusal
 
     def wall_shift(self) -> float:
         return 0.0
@@ -105,6 +113,49 @@ async def test_a_fresh_read_is_answered_with_the_index_its_state_held() -> None:
     assert said.index == 7
     assert fresh.asked == [(0.5, 3)]
     assert parts.counted == [("ListNodes", None)]  # (a request answered, as any)
+
+
+async def test_a_read_of_a_state_confirmed_already_is_answered_in_the_turn() -> None:
+    """No task, no wait: the connection's next frame is read at once (a confirmation
+    serves every read of its bound after it: under load, most reads)."""
+    fresh = Fresh(asyncio.Event(), held=True)  # (a wait would never end)
+    parts = Parts(fresh)
+    _reads(parts).answer(parts, Request(1, ListNodes(), max_staleness=0.5, min_index=3))  # type: ignore[arg-type]
+    assert parts.answering is None
+    [said] = parts.said
+    assert isinstance(said, Reply)
+    assert said.value == NodePage(("n",))
+    assert said.index == 7
+    assert fresh.held_asked == [(0.5, 3)]
+    assert fresh.asked == []
+    assert parts.counted == [("ListNodes", None)]
+
+
+@pytest.mark.parametrize("held", [True, False])
+async def test_a_token_over_its_rate_is_refused_either_way(held: bool) -> None:
+    """The token's rate is paid by a read answered in the turn as by one that waits."""
+    parts = Parts(Fresh(7, held=held))
+    parts.token = type("Token", (), {"name": "t", "nodes": None})()  # type: ignore[assignment]
+    parts.refusal = LimitExceededError("token 't' is over its requests_per_second")
+    reads = _reads(parts)
+    reads.answer(parts, Request(1, ListNodes(), max_staleness=0.5))  # type: ignore[arg-type]
+    if parts.answering is not None:
+        await parts.answering
+    [said] = parts.said
+    assert isinstance(said, Failure)
+    assert said.code is ErrorCode.LIMIT_EXCEEDED
+
+
+@pytest.mark.parametrize("held", [True, False])
+async def test_a_bad_bound_is_refused_never_answered_in_the_turn(held: bool) -> None:
+    parts = Parts(Fresh(7, held=held))
+    reads = _reads(parts)
+    for request_id, bound in enumerate([-1.0, float("nan"), float("inf")], 1):
+        reads.answer(parts, Request(request_id, ListNodes(), max_staleness=bound))  # type: ignore[arg-type]
+        if parts.answering is not None:
+            await parts.answering
+    assert [type(said) for said in parts.said] == [Failure] * 3
+    assert {said.code for said in parts.said} == {ErrorCode.INVALID_ARGUMENT}
 
 
 async def test_a_failure_of_its_own_is_a_refusal_to_go_elsewhere_with(

@@ -94,6 +94,14 @@ class Freshness:
         """Seconds since :attr:`confirmed_at` (inf: never confirmed)."""
         return self.clock() - self.confirmed_at
 
+    def holds(self, max_staleness: float, min_index: int = 0) -> bool:
+        """Whether :meth:`within` would return at once: the state confirmed at most
+        ``max_staleness`` seconds ago and ``min_index`` applied (a read answered in
+        this turn of the loop, with no task: the common case under load)."""
+        return (
+            self.follower.applied >= min_index and self.confirmed_at >= self.clock() - max_staleness
+        )
+
     async def within(self, max_staleness: float, min_index: int = 0, *, timeout: float) -> int:
         """Until the state is confirmed at most ``max_staleness`` seconds before this
         call and the follower has applied ``min_index``; the index applied then.

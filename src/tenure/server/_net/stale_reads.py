@@ -95,7 +95,28 @@ class StaleReads:
 
     def answer(self, conn: Conn, request: Request) -> None:
         """Answer ``request`` (a read with ``max_staleness``, on a standby) from this
-        server's state once it is fresh enough; ``conn``'s later frames after it."""
+        server's state once it is fresh enough; ``conn``'s later frames after it.
+
+        When the state is already fresh enough, it is answered now, in this turn of the
+        loop (most reads under load: a confirmation serves every read of its bound
+        that follows it); else in a task that waits for a confirmation."""
+        fresh, staleness = self.gate.role.freshness, request.max_staleness
+        if (
+            fresh is not None
+            and staleness is not None
+            and 0 <= staleness < math.inf  # (else refused, by the task)
+            and (type(request.command) is CancelWatch or fresh.holds(staleness, request.min_index))
+            and _token_listing(conn, request) is None
+        ):
+            try:
+                if conn.token is not None:  # (its rate: one per request, at its door)
+                    self.host.admit_request(conn.token.name)
+                value = self._read(conn, request, staleness)
+            except Exception as error:  # (a refusal, or a bug: told as the task tells it)
+                self._failed(conn, request, error)
+                return
+            self._reply(conn, request, value, fresh.applied)
+            return
         task = asyncio.get_running_loop().create_task(self._answered(conn, request))
         self.tasks.add(task)
         task.add_done_callback(self.tasks.discard)
@@ -133,27 +154,44 @@ class StaleReads:
                 await fresh.within(staleness, request.min_index, timeout=self.wait)
             if _gone(conn):
                 return  # (nobody to answer: its codec, closed, would refuse it)
-            value = await self._read(conn, request, staleness)
-        except TenureError as error:
-            if not _gone(conn):  # (a node another cell serves: sent there)
-                told = wrong_cell(role.places, self.host, request.command, error)
-                self.fail(conn, request, code_of(told), str(told))
+            value: object
+            listing = _token_listing(conn, request)
+            if listing is not None:
+                value = await self._visible_nodes(*listing)
+            else:
+                value = self._read(conn, request, staleness)
+        except Exception as error:
+            self._failed(conn, request, error)
             return
-        except Exception:  # (a bug, or etcd's answer unreadable: the server serves on)
-            log.exception("a read from this standby failed unexpectedly")
-            if not _gone(conn):  # (UNAVAILABLE: the client asks another member)
-                why = "this standby could not answer the read (its log says why)"
-                self.fail(conn, request, ErrorCode.UNAVAILABLE, why)
+        self._reply(conn, request, value, fresh.applied)
+
+    def _failed(self, conn: Conn, request: Request, error: Exception) -> None:
+        """Tell ``conn`` why ``request`` was not answered: a refusal as its code says,
+        anything else (a bug, or etcd's answer unreadable) as UNAVAILABLE (the client
+        asks another member; the server serves on)."""
+        if _gone(conn):
             return
+        if isinstance(error, TenureError):  # (a node another cell serves: sent there)
+            told = wrong_cell(self.gate.role.places, self.host, request.command, error)
+            self.fail(conn, request, code_of(told), str(told))
+            return
+        log.error("a read from this standby failed unexpectedly", exc_info=error)
+        why = "this standby could not answer the read (its log says why)"
+        self.fail(conn, request, ErrorCode.UNAVAILABLE, why)
+
+    def _reply(self, conn: Conn, request: Request, value: object, applied: int) -> None:
+        """Send ``value`` as ``request``'s answer, with the index the state held (None:
+        answered already, or nobody left to answer)."""
         if value is None or _gone(conn):
             return
-        self.out.emit(conn, Reply(request.request_id, value, index=fresh.applied))  # type: ignore[arg-type]
+        self.out.emit(conn, Reply(request.request_id, value, index=applied))  # type: ignore[arg-type]
         if self.observer is not None:  # (a request as any: tenure_requests_total)
             self.observer.request(request.command, None)
 
-    async def _read(self, conn: Conn, request: Request, staleness: float) -> object:
+    def _read(self, conn: Conn, request: Request, staleness: float) -> object:
         """The read's answer from the state as it is now, or the watch armed with
-        ``staleness`` (None: already answered)."""
+        ``staleness`` (None: already answered); not a token's node listing
+        (:meth:`_visible_nodes`, over several turns)."""
         command, token = request.command, conn.token
         session_id = getattr(command, "session_id", None)
         if session_id is not None and token is not None:
@@ -163,8 +201,6 @@ class StaleReads:
                 why = f"session {session_id} is not one of token {token.name!r}'s"
                 self.fail(conn, request, ErrorCode.PERMISSION_DENIED, why)
                 return None
-        if isinstance(command, ListNodes) and token is not None and token.nodes is not None:
-            return await self._visible_nodes(command, token.prefixes, token.may_touch)
         if is_standby_watch(command):
             value = self.watches.arm(conn, command, staleness)
         else:
@@ -193,6 +229,18 @@ class StaleReads:
                 return NodePage(tuple(found))
             after = resume
             await asyncio.sleep(0)  # (everyone else is served between two slices)
+
+
+def _token_listing(
+    conn: Conn, request: Request
+) -> tuple[ListNodes, tuple[str, ...], Callable[[str], bool]] | None:
+    """The listing, and its token's prefixes and test, when ``request`` lists the nodes
+    of a token limited to some (read in slices, over several turns of the loop:
+    :meth:`StaleReads._visible_nodes`); else None."""
+    command, token = request.command, conn.token
+    if type(command) is ListNodes and token is not None and token.nodes is not None:
+        return command, token.prefixes, token.may_touch
+    return None
 
 
 def _gone(conn: Conn) -> bool:
