@@ -16,12 +16,12 @@ Run: ``python -m bench.micro.standby_watch_fanout [--watchers 10000 100000]
 watcher on the leader instead (the same cluster: the comparison).
 
 Internals: the tests' harness (``tests.cluster``, ``tests.etcd``) runs etcd and the
-members; the tests' wire client (``tests.server.wire``) opens the connections and
-arms the watches with ``max_staleness`` (the protocol's commands, ``tenure._core``);
-the members run with the server's default lease TTL (``tenure.server._config``: the
-tests' 2 s is for fast failovers, and a busy two-core machine can starve a member
-that long),
-and :mod:`bench.micro.watch_fanout`'s readers count the firings.
+members, with the server's default lease TTL (``tenure.server._config``: the tests'
+2 s is for fast failovers, and a busy two-core machine can starve a member that
+long); the tests' wire client (``tests.server.wire``) opens the connections;
+:mod:`bench.micro.watch_fanout`'s ``arm`` arms the watches (the protocol's commands,
+``tenure._core``; with ``max_staleness`` on a standby) and its readers count the
+firings.
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ from typing import Any
 
 from tests.cluster.harness import TenureCluster
 from tests.etcd.cluster import EtcdCluster
-from tests.server.wire import Clients, WireClient
+from tests.server.wire import Clients
 
 from bench.micro.watch_fanout import (
     KEY,
@@ -46,6 +46,7 @@ from bench.micro.watch_fanout import (
     PHASE_LIMIT,
     QUIET,
     WATCHED,
+    arm,
     cpu_seconds,
     raise_nofile,
     read_pushes,
@@ -55,8 +56,6 @@ from tenure._core import (
     CreateNode,
     CreateSemaphore,
     CreateSession,
-    DescribeResult,
-    DescribeSemaphore,
     NodeConfig,
     UpdateSemaphore,
 )
@@ -67,27 +66,6 @@ from tenure.server._config.cluster_settings import DEFAULT_LEASE_TTL
 BOUND = 1.0
 
 
-async def _arm(client: WireClient, sid: int | None, watches: int) -> set[int]:
-    """``watches`` repeating data watches of WATCHED on ``client``: for a session of its
-    own (``sid`` None: the leader's connection), else for ``sid`` with ``max_staleness``
-    (a standby's). Their ids, tagged by the connection (ids are each member's own)."""
-    fields: dict[str, Any] = {}
-    if sid is None:
-        sid = (await client.call(CreateSession(NODE, KEY))).session_id
-    else:
-        fields["max_staleness"] = BOUND
-    describe = DescribeSemaphore(sid, WATCHED, watch_data=True, watch_repeat=True)
-    sent = [client.send(describe, **fields) for _ in range(watches)]
-    ids = set()
-    for request in sent:
-        answer = await client.answer(request)
-        assert isinstance(answer, Reply), answer
-        assert isinstance(answer.value, DescribeResult), answer.value
-        assert answer.value.watch_id is not None
-        ids.add(answer.value.watch_id)
-    return ids
-
-
 async def _child_main(
     plan: list[tuple[int, int | None, int]], pipe: multiprocessing.connection.Connection
 ) -> None:
@@ -95,7 +73,10 @@ async def _child_main(
     try:
         opened = [await clients.connect(port) for port, _, _ in plan]
         armed = await asyncio.gather(
-            *(_arm(c, sid, n) for c, (_, sid, n) in zip(opened, plan, strict=True))
+            *(
+                arm(c, n, sid, None if sid is None else BOUND)
+                for c, (_, sid, n) in zip(opened, plan, strict=True)
+            )
         )
         counts: list[dict[int, int]] = [{} for _ in opened]
         seen = [0.0]

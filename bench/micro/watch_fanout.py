@@ -84,11 +84,21 @@ def raise_nofile(wanted: int) -> None:
         resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
 
 
-async def _arm(client: WireClient, watches: int) -> set[int]:
-    """A session on ``client`` and ``watches`` repeating data watches of WATCHED: their ids."""
-    sid = (await client.call(CreateSession(NODE, KEY))).session_id
+async def arm(
+    client: WireClient,
+    watches: int,
+    sid: int | None = None,
+    max_staleness: float | None = None,
+) -> set[int]:
+    """``watches`` repeating data watches of WATCHED on ``client``: their ids (each
+    server's own). For a session of the connection's own (``sid`` None: made here),
+    else for ``sid``; with ``max_staleness``, armed as a standby arms them (issue 61:
+    :mod:`bench.micro.standby_watch_fanout`)."""
+    if sid is None:
+        sid = (await client.call(CreateSession(NODE, KEY))).session_id
+    fields: dict[str, Any] = {} if max_staleness is None else {"max_staleness": max_staleness}
     describe = DescribeSemaphore(sid, WATCHED, watch_data=True, watch_repeat=True)
-    sent = [client.send(describe) for _ in range(watches)]
+    sent = [client.send(describe, **fields) for _ in range(watches)]
     ids = set()
     for request in sent:
         answer = await client.answer(request)
@@ -122,7 +132,7 @@ async def _child_main(
     clients = Clients()
     try:
         opened = [await clients.connect(port) for _ in shares]
-        armed = await asyncio.gather(*(_arm(c, n) for c, n in zip(opened, shares, strict=True)))
+        armed = await asyncio.gather(*(arm(c, n) for c, n in zip(opened, shares, strict=True)))
         ids = set().union(*armed)
         counts: dict[int, int] = {}
         seen = [0.0]

@@ -135,7 +135,7 @@ async def test_a_read_of_a_state_confirmed_already_is_answered_in_the_turn() -> 
 async def test_a_token_over_its_rate_is_refused_either_way(held: bool) -> None:
     """The token's rate is paid by a read answered in the turn as by one that waits."""
     parts = Parts(Fresh(7, held=held))
-    parts.token = type("Token", (), {"name": "t", "nodes": None})()  # type: ignore[assignment]
+    parts.token = type("Token", (), {"name": "t", "nodes": None})()
     parts.refusal = LimitExceededError("token 't' is over its requests_per_second")
     reads = _reads(parts)
     reads.answer(parts, Request(1, ListNodes(), max_staleness=0.5))  # type: ignore[arg-type]
