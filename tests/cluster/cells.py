@@ -16,13 +16,22 @@ from tests.server.wire import WireClient
 
 
 class Service:
-    """Two cells of one service: ``a`` and ``b``."""
+    """Cells of one service: ``a`` and ``b`` (or ``names``), ``size`` members each."""
 
-    def __init__(self, root: Path, endpoints: list[str]) -> None:
+    def __init__(
+        self,
+        root: Path,
+        endpoints: list[str],
+        names: tuple[str, ...] = ("a", "b"),
+        size: int = 3,
+    ) -> None:
         name = f"s{uuid.uuid4().hex[:10]}"
+        self.size = size
         self.cells = {
-            cell: TenureCluster(root / cell, endpoints, name=name, extra=("--cell", cell))
-            for cell in ("a", "b")
+            cell: TenureCluster(
+                root / cell, endpoints, name=name, extra=("--cell", cell), size=size
+            )
+            for cell in names
         }
 
     def start(self) -> None:
@@ -47,9 +56,10 @@ class Service:
 
             async def known(cell: TenureCluster = cell, leader: ClusterServer = leader) -> bool:
                 view = await cell.status(leader)
-                return sorted((c.name, len(c.members)) for c in view.cells) == [("a", 3), ("b", 3)]
+                every = sorted((name, self.size) for name in self.cells)
+                return sorted((c.name, len(c.members)) for c in view.cells) == every
 
-            await until(known, f"{cell.name} knows both cells")
+            await until(known, f"{cell.name} knows every cell")
 
     def url(self, *cells: str) -> str:
         """A client URL of the doors of ``cells`` (every cell's by default)."""
@@ -59,10 +69,12 @@ class Service:
 
 
 @contextlib.contextmanager
-def running_service(root: Path, endpoints: list[str]) -> Iterator[Service]:
+def running_service(
+    root: Path, endpoints: list[str], names: tuple[str, ...] = ("a", "b"), size: int = 3
+) -> Iterator[Service]:
     """A service started under ``root`` over the etcd at ``endpoints``, each cell led
     and knowing the other's members; killed at the end."""
-    made = Service(root, endpoints)
+    made = Service(root, endpoints, names, size)
     try:
         made.start()
         asyncio.run(made.until_known())

@@ -129,7 +129,6 @@ async def test_a_cluster_made_before_cells_is_cell_default_its_nodes_placed(
         (["--cell", "b", "--cell-etcd", "etcd://127.0.0.1:2379/path"], "no path"),
         (["--cell", "b", "--cell-etcd", "http://127.0.0.1:2379"], "--cell-etcd="),
         (["--cell", "b", "--ydb-port", "12345"], "--ydb-port with --cell b"),
-        (["--cell", "b", "--dflockd-port", "12346"], "--dflockd-port with --cell b"),
     ],
 )
 def test_the_settings_a_cell_refuses(args: list[str], said: str) -> None:
@@ -141,11 +140,21 @@ def test_the_settings_a_cell_refuses(args: list[str], said: str) -> None:
     assert said in str(refused.value)
 
 
-def test_a_member_of_another_cell_runs_no_face() -> None:
+def test_a_member_of_another_cell_runs_only_the_faces_it_relays() -> None:
+    """dflockd's face runs on every member (another cell's relays its connections to
+    cell default's leader, and keeps none of its nodes); YDB's on cell default's only."""
     parser = argparse.ArgumentParser()
     add_arguments(parser, _faces.settings())
     flags = ["--cluster", "etcd://127.0.0.1:2379/svc", "--host", "127.0.0.1"]
+    flags += ["--ydb-port", "12345"]
     default = resolve(parser.parse_args(flags), {}, _faces.settings())
-    other = resolve(parser.parse_args([*flags, "--cell", "b"]), {}, _faces.settings())
-    assert [face.name for face in _faces.enabled(default)] == ["dflockd"]
-    assert _faces.enabled(other) == []
+    other = resolve(
+        parser.parse_args([*flags[:-2], "--cell", "b", "--dflockd-port", "12346"]),
+        {},
+        _faces.settings(),
+    )
+    _faces.check(other)  # (dflockd's own port: relayed there too)
+    assert [face.name for face in _faces.enabled(default)] == ["dflockd", "ydb"]
+    assert [face.name for face in _faces.enabled(other)] == ["dflockd"]
+    assert _faces.kept_nodes(default) == ["dflockd", "dflockd-semaphores"]
+    assert _faces.kept_nodes(other) == []

@@ -195,20 +195,27 @@ async def test_a_paused_leader_is_replaced_and_steps_down_when_it_wakes(
     assert cluster.leader() is new
 
 
-async def test_a_standby_closes_dflockd_connections_and_the_leader_serves_them(
+async def test_a_standby_relays_dflockd_connections_to_the_leader(
     cluster: TenureCluster,
 ) -> None:
+    """One lock whichever member a dflockd client reaches: a standby relays its
+    connection to the leader (tenure.server._net.relay), which serves it."""
     leader = cluster.leader()
     standby = cluster.standbys()[0]
     reader, writer = await asyncio.open_connection("127.0.0.1", standby.port)
     writer.write(b"l\njob\n10 60\n")
-    assert await asyncio.wait_for(reader.read(100), 10) == b""  # closed, nothing said
-    writer.close()
-    reader, writer = await asyncio.open_connection("127.0.0.1", leader.port)
-    writer.write(b"l\njob\n10 60\n")
-    answer = await asyncio.wait_for(reader.readline(), 10)
+    held = await asyncio.wait_for(reader.readline(), 10)
+    assert held.startswith(b"ok "), held
+    leaders_reader, leaders_writer = await asyncio.open_connection("127.0.0.1", leader.port)
+    leaders_writer.write(b"l\njob\n0 60\n")  # (no wait: the standby's client holds it)
+    assert await asyncio.wait_for(leaders_reader.readline(), 10) == b"timeout\n"
+    writer.write(f"r\njob\n{held.split()[1].decode()}\n".encode())
+    assert await asyncio.wait_for(reader.readline(), 10) == b"ok\n"
+    leaders_writer.write(b"l\njob\n10 60\n")
+    answer = await asyncio.wait_for(leaders_reader.readline(), 10)
     assert answer.startswith(b"ok "), answer
     writer.close()
+    leaders_writer.close()
 
 
 async def test_a_dflockd_token_from_the_old_leader_is_good_on_the_new_one(

@@ -85,11 +85,29 @@ def every_setting() -> tuple[Setting, ...]:
 
 
 def enabled(config: ServeConfig) -> list[FaceEntry[Any]]:
-    """The faces ``config`` turns on, in order: none on a member of a cell other than
-    ``default`` (a face serves the nodes of one state; docs/cluster.md, "Cells")."""
+    """The faces ``config`` turns on, in order: on a member of a cell other than
+    ``default``, only those it relays (a face serves the nodes of one state, cell
+    ``default``'s; docs/cluster.md, "The faces")."""
+    elsewhere = bool(config.cluster) and config.cell != DEFAULT_CELL
+    return [
+        face
+        for face in entries()
+        if face.enabled(face.typed(config)) and (face.relayed or not elsewhere)
+    ]
+
+
+def kept_nodes(config: ServeConfig) -> list[str]:
+    """The nodes the faces ``config`` turns on keep of their own, which this member's
+    cell places in the directory when it leads: cell ``default``'s only (another
+    cell's members relay those faces' connections there)."""
     if config.cluster and config.cell != DEFAULT_CELL:
         return []
-    return [face for face in entries() if face.enabled(face.typed(config))]
+    return [node for face in enabled(config) for node in face.nodes]
+
+
+def all_kept_nodes() -> frozenset[str]:
+    """Every face's own nodes, enabled or not (``tenure cells`` moves none of them)."""
+    return frozenset(node for face in entries() for node in face.nodes)
 
 
 def check(config: ServeConfig) -> None:
@@ -105,11 +123,11 @@ def check(config: ServeConfig) -> None:
     """
     if config.cluster and config.cell != DEFAULT_CELL:
         for face in entries():
-            if face.port(config):
+            if face.port(config) and not face.relayed:
                 raise ConfigError(
-                    f"{face.flag} with --cell {config.cell}: the faces of other lock "
-                    f"services run on the members of cell {DEFAULT_CELL} only (each "
-                    "serves the nodes of its member's cell)"
+                    f"{face.flag} with --cell {config.cell}: the {face.name} face runs "
+                    f"on the members of cell {DEFAULT_CELL} only (it serves the nodes "
+                    "of its member's cell)"
                 )
     faces = enabled(config)
     check_ports(config, [(face.flag, face.port(config)) for face in faces])

@@ -10,7 +10,9 @@ connection made (TLS within ``--handshake-timeout``). A connection of the main p
 is native or the accepted face's, told by its first byte
 (:mod:`tenure.server._net.accept`): native messages go to the
 :class:`~tenure.server._net.native.NativeFace` in fair turns, the others to the
-face. A connection the server cannot serve is turned away in its own protocol. When
+face, or relayed to the member that serves the face (:mod:`tenure.server._net.relay`:
+a standby's, another cell's member's). A connection the server cannot serve is
+turned away in its own protocol. When
 a connection is lost, the sessions it owns are detached (their windows counted from
 its last frame) and it is closed once what it is owed is written.
 """
@@ -38,6 +40,16 @@ from tenure.server._net.gate import Conn, Gate
 from tenure.server._net.listen import Admission, Admitted, Listener, bind
 from tenure.server._net.native import NativeFace
 from tenure.server._net.outbox import Connection, Outboxes
+from tenure.server._net.relay import (
+    HERE,
+    MARK,
+    Relayed,
+    RelayError,
+    preamble,
+    read_preamble,
+    relay,
+    route,
+)
 from tenure.server._net.throttle import peer_host
 from tenure.server._role import Role
 from tenure.server.plug import AcceptedFace
@@ -112,8 +124,12 @@ class Reception:
         *,
         stopping: Callable[[], bool],
         detach: Callable[[Conn], None],
+        secret: bytes = b"",
     ) -> None:
+        """``secret``: what a relayed connection's preamble is signed with (a cluster's
+        shared secret; empty: none is relayed, nor served)."""
         self.config = config
+        self.secret = secret
         self.host = host
         self.gate = gate
         self.out = out
@@ -303,10 +319,10 @@ class Reception:
         self.gate.accepted(conn)
         kind = await accepted.kind
         # A native client's first frame is a Hello, whose 4-byte length starts with a
-        # zero byte; an accepted face's request starts with another. Without an
-        # accepted face, a connection that is not native is closed; on a standby too
-        # (the face's clients reconnect, through a balancer that finds the leader).
-        face = self.accepted if self.role.leading else None
+        # zero byte; an accepted face's request starts with another (a relayed one's
+        # with the relay's mark). Without an accepted face, a connection that is not
+        # native is closed.
+        face = self.accepted
         if kind is Kind.OTHER and face is not None and not conn.closing:
             # From here the face's connection owns the streams: the native one must
             # not close them (it raced the face's last answer out of the door).
@@ -315,7 +331,8 @@ class Reception:
             entry = conn.entry
             if entry is not None:
                 entry.passed()
-            await self._serve_accepted(face, reader, writer, conn.peer)
+            relayed = accepted.first == MARK
+            await self._serve_other(face, reader, writer, conn.peer, relayed=relayed)
             return
         try:
             if kind is Kind.NATIVE:
@@ -350,17 +367,73 @@ class Reception:
         self, entry: Admitted, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
     ) -> None:
         """The accepted face's own port: every connection speaks its protocol."""
-        if (
-            self._closed_to_new()
-            or not self.role.leading
-            or self.admission.served > self.max_connections  # (itself included)
-        ):
-            entry.unserved()
-            writer.close()  # at the limit (or a standby): nothing written, the close says it
+        if self._closed_to_new() or self.admission.served > self.max_connections:
+            entry.unserved()  # (itself included in served)
+            writer.close()  # at the limit: nothing written, the close says it
             return
         assert self.accepted is not None  # (its port is why this listens)
         peer = writer.get_extra_info("peername")
-        await self._serve_accepted(self.accepted, reader, writer, str(peer) if peer else "?")
+        await self._serve_other(self.accepted, reader, writer, str(peer) if peer else "?")
+
+    async def _serve_other(
+        self,
+        face: AcceptedFace[Any],
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+        peer: str,
+        *,
+        relayed: bool = False,
+    ) -> None:
+        """An accepted face's connection: served here, relayed to the member that
+        serves the face (:func:`~tenure.server._net.relay.route`), or closed (no leader
+        known now, a relayed connection that would go on, or a member over TLS, which
+        relays nothing: its clients reconnect). ``relayed``: it starts with a relay's
+        preamble, which gives the client's address."""
+        if relayed:
+            try:
+                async with asyncio.timeout(self.config.handshake_timeout):
+                    peer = await read_preamble(reader, self.secret)
+            except (RelayError, OSError, TimeoutError, asyncio.IncompleteReadError) as error:
+                fields = {"peer": peer, "error": str(error) or type(error).__name__}
+                log.info("relayed connection refused", extra={"fields": fields})
+                writer.close()
+                return
+        target = route(self.role, _faces.entry(face.protocol).nodes)
+        if target == HERE:
+            await self._serve_accepted(face, reader, writer, peer)
+        elif target is None or relayed or not self.secret or self.config.tls_cert:
+            writer.close()
+        else:
+            await self._relay(face.protocol, reader, writer, peer, target)
+
+    async def _relay(
+        self,
+        protocol: str,
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+        peer: str,
+        target: str,
+    ) -> None:
+        """Relay a connection of face ``protocol`` to ``target`` (a member's main
+        address) until either ends; closed with the others at a stop or step down."""
+        conn = Relayed(writer, peer)
+        self.conns[conn] = None
+        self.idle.clear()
+        opened_at = asyncio.get_running_loop().time()
+        fields = {"peer": peer, "protocol": protocol, "relayed_to": target}
+        log.info("connection opened", extra={"event": "connection_opened", "fields": fields})
+        try:
+            first = preamble(self.secret, peer)
+            await relay(reader, writer, target, first, self.config.handshake_timeout)
+        except (OSError, TimeoutError) as error:
+            fields = {"peer": peer, "relayed_to": target, "error": str(error) or repr(error)}
+            log.info("relay ended", extra={"fields": fields})
+        finally:
+            _log_closed(peer, protocol, opened_at)
+            self.conns.pop(conn, None)
+            if not self.conns:
+                self.idle.set()
+            writer.close()
 
     async def _serve_accepted(
         self,

@@ -60,6 +60,15 @@ class Places(Protocol):
         (None: this cell serves it, or no cell does)."""
         ...
 
+    def cell_of(self, node: str) -> str | None:
+        """The cell the directory places ``node`` on (None: none yet)."""
+        ...
+
+    def leader_of(self, cell: str) -> str | None:
+        """The main address of ``cell``'s leader, as its members' records say (None:
+        none known)."""
+        ...
+
     async def claim(self, node: str) -> tuple[WrongCellError | None, bool]:
         """Place ``node`` on this cell unless a cell serves it already: the error that
         sends it elsewhere (None: this cell's), and whether this claim placed it.

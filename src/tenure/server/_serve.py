@@ -95,6 +95,7 @@ class Server:
         *,
         role: Role = STANDALONE_ROLE,
         secret: bytes | None = None,
+        relay_secret: bytes | None = None,
         audit: AuditLog | None = None,
         loaded: tuple[ssl.SSLContext | None, Tokens | None] | None = None,
     ) -> None:
@@ -105,7 +106,9 @@ class Server:
         ``--http-port``; None: nobody measures); ``role``: whether it leads a cluster (a
         server of a cluster steps down instead of exiting when its journal fails, see
         :meth:`step_down`); ``secret``: what the faces sign with (None: the data
-        directory's, made on first use); ``audit``: the audit log (``--audit-log``; the
+        directory's, made on first use); ``relay_secret``: what the face connections
+        relayed between members are signed with (a service's, every cell's; None:
+        ``secret``); ``audit``: the audit log (``--audit-log``; the
         caller opens and closes it, once for all of a cluster member's terms; None: off);
         ``loaded``: the TLS context and tokens to serve with instead of loading
         ``config``'s files (a cluster member's next term keeps its previous term's,
@@ -155,6 +158,9 @@ class Server:
             observer=observer,
             audit=self.audit if self.audit.on else None,
         )
+        #: What the faces, the dashboard's login tickets and the relays of a face's
+        #: connections sign with: the data directory's secret, or a cluster's shared one.
+        self.secret = server_secret(config.data_dir) if secret is None else secret
         self.reception = Reception(
             config,
             self.host,
@@ -164,10 +170,8 @@ class Server:
             role,
             stopping=lambda: self._stopping,
             detach=self._detach_all,
+            secret=self.secret if relay_secret is None else relay_secret,
         )
-        #: What the faces, and the dashboard's login tickets, sign with: the data
-        #: directory's secret, or a cluster's shared one.
-        self.secret = server_secret(config.data_dir) if secret is None else secret
         # What the server lends each face; its own ``attach`` is the one argument left.
         lend = partial(
             Plug,

@@ -347,8 +347,11 @@ class FaceEntry(Generic[S]):
     that advertises ``host`` and its main ``address`` (``HOST:PORT``) says the face's
     clients reach it ("" for nowhere); ``observer()``: makes what it counts its
     requests in (None: it counts nothing), once per server process; ``nodes``: the nodes
-    the face keeps of its own (a cluster's leader places them on its cell in the
-    service's directory, as every node its state holds: docs/cluster.md, "Cells").
+    the face keeps of its own (cell ``default``'s leader places them on its cell in the
+    service's directory, as every node its state holds: docs/cluster.md, "Cells");
+    ``relayed``: an accepted face whose state is its ``nodes``, whose connections every
+    other member relays to the leader that serves them (:mod:`tenure.server._net.relay`;
+    a face that is not runs on the members of cell ``default`` only).
 
     Raises (at construction):
         KeyError: ``port_setting`` is not one of its rows.
@@ -363,6 +366,7 @@ class FaceEntry(Generic[S]):
     advertise: Callable[[S, str, str], str] | None = None
     observer: Callable[[], FaceObserver] | None = None
     nodes: tuple[str, ...] = ()
+    relayed: bool = False
 
     def __post_init__(self) -> None:
         self.settings.row(self.port_setting)

@@ -2,8 +2,10 @@
 
 An accepted face (:class:`tenure.server.plug.AcceptedFace`): the main port tells
 dflockd's clients from native ones by their first byte, so it always runs, and
-``--dflockd-port`` adds a port of its own. Its settings are :mod:`.settings`'s, its
-counts :mod:`.metrics`'s; the face (:mod:`.face`) is imported when the server makes it.
+``--dflockd-port`` adds a port of its own. In a cluster, every member other than the
+leader that serves its nodes relays its connections there (``relayed``). Its
+settings are :mod:`.settings`'s, its counts :mod:`.metrics`'s; the face (:mod:`.face`)
+is imported when the server makes it.
 """
 
 from __future__ import annotations
@@ -31,4 +33,5 @@ ENTRY: Final = FaceEntry(
     advertise=member_address,
     observer=DflockdCounts,
     nodes=(LOCK_NODE, SEMAPHORE_NODE),
+    relayed=True,
 )

@@ -61,7 +61,15 @@ from tenure.compat.dflockd.loop import READ_SIZE, LineLoop, Pace
 from tenure.compat.dflockd.metrics import DflockdCounts
 from tenure.compat.dflockd.settings import SETTINGS, DflockdSettings
 from tenure.errors import AlreadyExistsError, ErrorCode, LimitExceededError, TenureError
-from tenure.server.plug import Auditor, HostCalls, Plug, Tokens, peer_host, record_quota_refusal
+from tenure.server.plug import (
+    Auditor,
+    HostCalls,
+    Plug,
+    Role,
+    Tokens,
+    peer_host,
+    record_quota_refusal,
+)
 
 log = logging.getLogger("tenure.server")
 
@@ -87,11 +95,15 @@ class DflockdFace:
         connections: Callable[[], int],
         observer: DflockdCounts | None = None,
         audit: Auditor | None = None,
+        role: Role | None = None,
     ) -> None:
         """``audit``: where a refusal by a quota of a connection's token, or by the
-        memory budget, is recorded (``--audit-log``; None: off)."""
+        memory budget, is recorded (``--audit-log``; None: off); ``role``: whether the
+        server leads (a cluster's standby keeps no nodes of its own; None: a lone
+        server's, which does)."""
         self.host = host
         self.audit = audit
+        self.role = role
         self.settings = settings
         self.tokens = tokens
         self.holds = Registry()
@@ -132,6 +144,7 @@ class DflockdFace:
             connections=plug.connections,
             observer=plug.observer_as(DflockdCounts),
             audit=plug.audit,
+            role=plug.role,
         )
 
     # -- the face, as the server sees it ------------------------------------------------
@@ -145,8 +158,11 @@ class DflockdFace:
         return self.settings.port
 
     def start(self) -> None:
-        """The server listens: the keeper starts (nodes, an earlier run's sessions, gc)."""
-        self.keeper.start()
+        """The server listens: the keeper starts (nodes, an earlier run's sessions, gc),
+        if the server leads: a standby's engine is its leader's, changed by the log only
+        (its connections are relayed to the leader: tenure.server._net.relay)."""
+        if self.role is None or self.role.leading:
+            self.keeper.start()
 
     def stop(self) -> None:
         """The server is stopping: every request is answered ``error_draining`` from now."""

@@ -23,6 +23,7 @@ from tenure._core.rendezvous import hash64
 from tenure._etcd.client import EtcdClient
 from tenure._etcd.requests import prefix_end
 from tenure.errors import PreconditionFailedError
+from tenure.server import _faces
 from tenure.server._cluster.directory import DirectoryKeys
 from tenure.server._cluster.keys import ClusterDataError, ServerRecord, decode_member
 from tenure.server._cluster.moves import (
@@ -127,12 +128,18 @@ async def move_node(
 
     Raises:
         NotFoundError: no cell serves the node.
-        PreconditionFailedError: it is moving elsewhere, or ``target`` has no member
-            up.
+        PreconditionFailedError: it is moving elsewhere, ``target`` has no member up,
+            or it is a node a face keeps of its own (dflockd's: the face is served
+            where cell ``default``'s leader is, its nodes together).
         TimeoutError: the move has not ended within ``timeout`` (it goes on: the
             command run again waits for it).
         UnavailableError: etcd did not answer.
     """
+    if node in _faces.all_kept_nodes():
+        raise PreconditionFailedError(
+            f"node {node!r} is a face's own (its state, served on cell default with the "
+            'face\'s other nodes, docs/cluster.md "The faces"): it does not move'
+        )
     view = await read_service(conn, keys)
     place, cell = view.places.get(node), view.cells.get(target)
     begun = place is not None and target in (place.to, place.cell)  # (run again: waits)
@@ -170,7 +177,7 @@ def rebalancing(view: ServiceView) -> list[tuple[str, str, str]]:
     """The moves that put each node where a client would create it now (rendezvous
     hashing of its name over the cells that have members, as ``tenure://`` clients
     place new nodes): (node, from, to), in the nodes' order; none for a node that
-    moves already.
+    moves already, nor for a face's own (:func:`move_node`).
 
     Raises:
         PreconditionFailedError: no cell has members.
@@ -179,7 +186,8 @@ def rebalancing(view: ServiceView) -> list[tuple[str, str, str]]:
     if not cells:
         raise PreconditionFailedError("no cell of the service has a member up")
     moves = []
-    for node in sorted(view.places):
+    kept = _faces.all_kept_nodes()  # (a face's own nodes stay: move_node)
+    for node in sorted(set(view.places) - kept):
         place = view.places[node]
         home = max(cells, key=lambda cell: hash64(cell, node))
         if not place.to and place.cell != home:

@@ -17,6 +17,9 @@ serves the nodes the directory places on it. The directory lives in the etcd of
     S cells/<cell>            the cell's number: its sessions' ids are of that block
                               (:data:`~tenure._core.node_moves.SESSION_ID_BLOCK`)
     S numbers/<n>             the cell that took number ``n`` (each taken once)
+    S secret                  what the members of every cell sign the preambles of
+                              the face connections they relay with (32 bytes, made
+                              once: :mod:`tenure.server._net.relay`)
 
 A place's epoch is 1 when the node is first placed; a move to another cell raises it,
 so that a client that knew an older place knows it is out of date.
@@ -61,6 +64,8 @@ from tenure.server._cluster.keys import (
 )
 from tenure.server._cluster.lease import MemberLease
 from tenure.server._cluster.moves import MoveCopy, Place, decode_place, encode_place, read_copy
+from tenure.server._cluster.store import SECRET_BYTES, made_once
+from tenure.server._role import LEADER
 
 log = logging.getLogger("tenure.cluster")
 
@@ -118,6 +123,11 @@ class DirectoryKeys:
         return self.root + f"numbers/{number}".encode()
 
     @property
+    def secret(self) -> bytes:
+        """The key of the service's secret (what relays sign with)."""
+        return self.root + b"secret"
+
+    @property
     def members(self) -> bytes:
         """The prefix of every cell's member records."""
         return self.root + b"members/"
@@ -170,6 +180,15 @@ class ServiceDirectory:
             asyncio.ensure_future(self._publish(record)),
         ]
 
+    async def secret(self) -> bytes:
+        """The service's secret, which every cell's members sign the face connections
+        they relay with: made by the first member to ask.
+
+        Raises:
+            ClusterDataError: the key holds something else.
+        """
+        return await made_once(self.conn, self.keys.secret, SECRET_BYTES, "service secret")
+
     # -- what a server asks (tenure.server._role.Places) -------------------------------------
 
     def elsewhere(self, node: str) -> WrongCellError | None:
@@ -179,6 +198,19 @@ class ServiceDirectory:
         if place is None or place.cell == self.cell:
             return None
         return WrongCellError.pointing_to(node, place.cell, place.epoch)
+
+    def cell_of(self, node: str) -> str | None:
+        """The cell the directory places ``node`` on (None: none yet)."""
+        place = self.places.get(node)
+        return None if place is None else place.cell
+
+    def leader_of(self, cell: str) -> str | None:
+        """The main address of ``cell``'s leader, as its members' records said when last
+        read (None: none known; each record is read again every second)."""
+        for record in self.cells.get(cell, ()):
+            if record.role == LEADER and record.address:
+                return record.address
+        return None
 
     async def claim(self, node: str) -> tuple[WrongCellError | None, bool]:
         """Place ``node`` on this cell unless it is placed already; the error that sends

@@ -68,7 +68,7 @@ class CellLinks:
         else:
             conn, hub, keepalive = self.conn, self.hub, self.keepalive
         #: The nodes this member's faces keep of their own (placed as its state's are).
-        self.face_nodes = [node for face in _faces.enabled(config) for node in face.nodes]
+        self.face_nodes = _faces.kept_nodes(config)
         directory_keys = DirectoryKeys.of(url.prefix, url.name)
         self.directory = ServiceDirectory(
             conn, hub, keepalive, directory_keys, config.cell, config.cluster_lease_ttl

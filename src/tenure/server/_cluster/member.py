@@ -109,7 +109,7 @@ class ClusterMember:
         self.follower = Follower(self.store, self.hub)
         self.role: ClusterRole | None = None
         self.instance_id = b""
-        self.secret = b""  # the cluster's, which the faces sign with
+        self.secret = self.relay_secret = b""  # the cluster's (faces), the service's (relays)
         self.server: Server | None = None
         self.lease: MemberLease | None = None
         self.term = 0
@@ -141,6 +141,7 @@ class ClusterMember:
             await self._retrying(self.links.authenticate, "authenticating to etcd")
             self.instance_id = await self._retrying(self.store.instance_id, "reading the id")
             self.secret = await self._retrying(self.store.secret, "reading the secret")
+            self.relay_secret = await self._retrying(self.links.directory.secret, "reading secrets")
             await self._retrying(self.follower.load, "loading the cluster's state")
             lookout = Lookout(self.store, self.hub, self._role(), self._current_record)
             self._candidates = lookout.candidates
@@ -424,6 +425,7 @@ class ClusterMember:
             observer=metrics,
             role=role,
             secret=self.secret,
+            relay_secret=self.relay_secret,
             audit=self.audit,
             loaded=loaded,
         )

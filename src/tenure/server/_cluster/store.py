@@ -80,6 +80,24 @@ class LogPage:
     more: bool
 
 
+async def made_once(conn: EtcdClient, key: bytes, size: int, what: str) -> bytes:
+    """The value of ``key`` in ``conn``'s etcd: ``size`` random bytes put there by the
+    first to ask (an id, a secret: the same for everyone after).
+
+    Raises:
+        ClusterDataError: the key holds something else (``what``, in the message).
+    """
+    reply = await conn.txn([compare_create(key, 0)], [put(key, os.urandom(size))], [get(key)])
+    if reply.succeeded:
+        reply = await conn.range(rpc_pb2.RangeRequest(key=key))
+        kvs = reply.kvs
+    else:
+        kvs = reply.responses[0].response_range.kvs
+    if not kvs or len(kvs[0].value) != size:
+        raise ClusterDataError(f"{key.decode()} is not a {size}-byte {what}")
+    return bytes(kvs[0].value)
+
+
 class ClusterStore:
     """The cluster's keys in etcd, read and written (module docstring)."""
 
@@ -108,17 +126,7 @@ class ClusterStore:
 
     async def _made_once(self, key: bytes, size: int, what: str) -> bytes:
         """The value of ``key``: ``size`` random bytes put there by the first to ask."""
-        reply = await self.conn.txn(
-            [compare_create(key, 0)], [put(key, os.urandom(size))], [get(key)]
-        )
-        if reply.succeeded:
-            reply = await self.conn.range(rpc_pb2.RangeRequest(key=key))
-            kvs = reply.kvs
-        else:
-            kvs = reply.responses[0].response_range.kvs
-        if not kvs or len(kvs[0].value) != size:
-            raise ClusterDataError(f"{key.decode()} is not a {size}-byte {what}")
-        return bytes(kvs[0].value)
+        return await made_once(self.conn, key, size, what)
 
     # -- leases and the election ---------------------------------------------------------
 

@@ -73,6 +73,10 @@ class AcceptedProtocol(asyncio.StreamReaderProtocol):
             loop=loop,
         )
         self.kind: asyncio.Future[Kind] = loop.create_future()
+        #: The connection's first byte (b"" until it came): an accepted face's
+        #: connection relayed by another member starts with a mark of its own
+        #: (tenure.server._net.relay).
+        self.first = b""
         self.done: asyncio.Future[None] = loop.create_future()
         self._loop = loop
         self._turn = turn
@@ -138,6 +142,7 @@ class AcceptedProtocol(asyncio.StreamReaderProtocol):
 
     def data_received(self, data: bytes) -> None:
         if not self.kind.done():
+            self.first = data[:1]
             self._native = data[:1] == b"\x00"
             self.kind.set_result(Kind.NATIVE if self._native else Kind.OTHER)
         if not self._native:
