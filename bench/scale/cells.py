@@ -56,7 +56,8 @@ async def _ask(host: str, port: int, command: Any) -> Any:
         writer.close()
 
 
-async def _all_known(cells: list[TenureCluster]) -> None:
+async def all_known(cells: list[TenureCluster]) -> None:
+    """Until the first cell's first member knows every cell of ``cells`` (with members)."""
     first = cells[0].servers[0]
 
     async def known() -> bool:
@@ -88,7 +89,7 @@ def measure(count: int, workdir: Path, seconds: float) -> dict[str, Any]:
         try:
             for cell in cells:
                 opened.append(cell.open())
-            asyncio.run(_all_known(cells))
+            asyncio.run(all_known(cells))
             url = "tenure://" + ",".join(cell.servers[0].address for cell in cells)
             for index in range(CLIENTS):
                 cmd = [sys.executable, "-m", "bench.scale.shards", "worker", "--url", url]

@@ -85,6 +85,12 @@ COLUMNS: dict[str, list[tuple[str, str, str]]] = {
         ("leaders' CPU µs/pair", "server_cpu_us_per_pair", "{:.1f}"),
         ("busiest cell's CPU µs/pair", "cell_cpu_us_per_pair", "{:.1f}"),
     ],
+    "cell-failover": [
+        ("probe p99 ms before", "baseline_p99_ms", "{:.2f}"),
+        ("probe p99 ms during", "during_p99_ms", "{:.2f}"),
+        ("p99 during / before", "p99_ratio", "{:.2f}"),
+        ("other cell leaderless s", "leaderless_s", "{:.2f}"),
+    ],
     "nodes": [
         ("list all s", "list_all_s", "{:.2f}"),
         ("list page max ms", "list_page_max_ms", "{:.1f}"),
@@ -95,6 +101,7 @@ COLUMNS["holds-always"] = COLUMNS["holds"]
 TITLES = {
     "holds": "Holds (`--fsync off`)",
     "holds-always": "Holds on a durable server (`--fsync always`)",
+    "cell-failover": "One cell's failover, seen from another (two members a cell)",
 }
 #: The plots' series per dimension: (label, row key, factor) on the left (bytes) and the
 #: right (ms) axes.
@@ -180,6 +187,21 @@ TARGETS: list[tuple[str, Callable[[Rows], float], float, str]] = [
         lambda r: _value(_row(r, "holds", 1_000_000), "restart_s"),
         5.0,
         "s",
+    ),
+    (
+        "a cell's CPU per pair beside another cell within 1.2x of alone",
+        lambda r: (
+            _value(_row(r, "cells", 2), "cell_cpu_us_per_pair")
+            / _value(_row(r, "cells", 1), "cell_cpu_us_per_pair")
+        ),
+        1.2,
+        "x",
+    ),
+    (
+        "one cell's failover: another cell's probe p99 within 1.2x of before",
+        lambda r: _value(_row(r, "cell-failover", 2), "p99_ratio"),
+        1.2,
+        "x",
     ),
     (
         "a health probe answered within 1 s at every size (filling included)",
