@@ -9,7 +9,7 @@ mutexes) with a URL of every cell's door: the client learns the cells and create
 each node on the cell rendezvous hashing picks (docs/cluster.md, "Cells"). It
 returns the pairs per second of all clients together, the pairs' p50 and p99, the
 leaders' CPU per pair (all cells), and the busiest cell's CPU per pair of its own
-nodes (its share of the pairs, by the nodes each cell holds): the figure that must
+nodes (the pairs the clients counted on the nodes it holds): the figure that must
 not grow with N for cells to project onto N machines (docs/scale.md).
 
 ``python -m bench.scale.cells N`` prints one measure (by hand).
@@ -101,7 +101,7 @@ def measure(count: int, workdir: Path, seconds: float) -> dict[str, Any]:
             outputs = [c.communicate(timeout=seconds + 60)[0] for c in clients]
             spent = [_cpu(leader.pid) - cpu for leader, cpu in zip(leaders, before, strict=True)]
             held = [
-                len(asyncio.run(_ask(s.host, s.port, ListNodes("", 10_000))).names) for s in leaders
+                set(asyncio.run(_ask(s.host, s.port, ListNodes("", 10_000))).names) for s in leaders
             ]
         finally:
             for client in clients:
@@ -111,11 +111,13 @@ def measure(count: int, workdir: Path, seconds: float) -> dict[str, Any]:
                 cell.close()
     results = [json.loads(out.strip().splitlines()[-1]) for out in outputs]
     pairs = sum(r["pairs"] for r in results)
-    # Each cell's pairs, by its share of the nodes (every node gets the same load).
-    shares = [n / max(1, sum(held)) for n in held]
-    per_cell = [
-        1e6 * cpu / max(1.0, pairs * share) for cpu, share in zip(spent, shares, strict=True)
+    # Each cell's own pairs: those of the nodes it holds (the clients count per node:
+    # closed loops do fewer pairs on a slower cell than its share of the nodes).
+    cell_pairs = [
+        sum(count for r in results for node, count in r["per_node"].items() if node in names)
+        for names in held
     ]
+    per_cell = [1e6 * cpu / max(1, done) for cpu, done in zip(spent, cell_pairs, strict=True)]
     return {
         "pairs_per_s": sum(r["pairs"] / r["seconds"] for r in results),
         "par_p50_ms": statistics.median(r["p50_ms"] for r in results),
@@ -123,7 +125,8 @@ def measure(count: int, workdir: Path, seconds: float) -> dict[str, Any]:
         # (the CPU window brackets the clients' run, their opening included: an upper bound)
         "server_cpu_us_per_pair": 1e6 * sum(spent) / pairs,
         "cell_cpu_us_per_pair": max(per_cell),
-        "nodes_per_cell": held,
+        "nodes_per_cell": [len(names) for names in held],
+        "pairs_per_cell": cell_pairs,
     }
 
 

@@ -109,7 +109,7 @@ def measure(shards: int, workdir: Path, seconds: float) -> dict[str, Any]:
     }
 
 
-async def work(url: str, seconds: float, index: int) -> dict[str, float]:
+async def work(url: str, seconds: float, index: int) -> dict[str, Any]:
     """SESSIONS sessions over NODES nodes, each locking distinct mutexes for ``seconds``."""
     async with tenure.connect(url) as client:
         nodes = [f"par-{index}-{k}" for k in range(NODES)]
@@ -117,15 +117,17 @@ async def work(url: str, seconds: float, index: int) -> dict[str, float]:
             await client.create_node(node, exist_ok=True)
         sessions = [await client.session(nodes[i % NODES]) for i in range(SESSIONS)]
         took: list[float] = []
+        per_node = dict.fromkeys(nodes, 0)  # (which server did them: bench.scale.cells)
         end = time.monotonic() + seconds
 
         async def one(s: int, session: tenure.Session) -> None:
-            i = 0
+            node, i = nodes[s % NODES], 0
             while time.monotonic() < end:
                 started = time.perf_counter()
                 lock = await session.mutex(f"m{s}-{i}").lock()
                 await lock.release()
                 took.append(time.perf_counter() - started)
+                per_node[node] += 1
                 i += 1
 
         started = time.monotonic()
@@ -139,6 +141,7 @@ async def work(url: str, seconds: float, index: int) -> dict[str, float]:
         "seconds": elapsed,
         "p50_ms": cuts[49] * 1e3,
         "p99_ms": cuts[98] * 1e3,
+        "per_node": per_node,
     }
 
 

@@ -33,10 +33,13 @@ from tenure._protocol import ConnectionClosed, Failure, GoingAway, Push, Reply
 from tenure.errors import ErrorCode
 from tests.cluster.harness import TenureCluster, until
 from tests.etcd.cluster import EtcdCluster
+from tests.server.tenants import token, write_auth_file
 from tests.server.wire import WireClient
 
 #: The staleness the watches here allow, in seconds.
 BOUND = 1.0
+
+GREEDY, OTHER, HASTY = "greedy-secret-1", "other-secret-2", "hasty-secret-3"
 
 
 @pytest.fixture(scope="module")
@@ -45,16 +48,18 @@ def cluster(steady_cluster: TenureCluster) -> TenureCluster:
     return steady_cluster
 
 
-async def _connect(port: int) -> WireClient:
+async def _connect(port: int, secret: str | None = None) -> WireClient:
     reader, writer = await asyncio.open_connection("127.0.0.1", port)
     client = WireClient(reader, writer)
-    await client.hello()
+    await client.hello(token=secret)
     return client
 
 
-async def _node(leader: WireClient, config: NodeConfig | None = None) -> tuple[str, int]:
+async def _node(
+    leader: WireClient, config: NodeConfig | None = None, stem: str = "watch"
+) -> tuple[str, int]:
     """A new node with semaphores ``a/x`` and ``b``, and a session of ``leader``'s."""
-    node = f"watch-{uuid.uuid4().hex[:8]}"
+    node = f"{stem}-{uuid.uuid4().hex[:8]}"
     await leader.call(CreateNode(node, config or NodeConfig()))
     session = (await leader.call(CreateSession(node, b"k" * 16))).session_id
     await leader.call(CreateSemaphore(session, "a/x", 1))
@@ -178,3 +183,69 @@ async def test_a_standby_that_cannot_confirm_its_state_gives_its_watches_up(
         assert not [event for event in events if isinstance(event, Push)]
         await standby.close()
         await leader.close()
+
+
+async def test_a_hostile_token_spends_no_more_of_a_standby_than_its_quotas(
+    tmp_path: Path, etcd_member: EtcdCluster
+) -> None:
+    """A token's ``watches`` quota counts the watches a standby keeps for it (and a
+    cancel gives one back); another token's session is not its to watch; each arm
+    pays the token's ``requests_per_second``, refused or not; and the standby serves
+    another token meanwhile."""
+    auth = write_auth_file(
+        tmp_path,
+        token("greedy", GREEDY, nodes=["greedy-*"], quota={"watches": 2}),
+        token("other", OTHER, nodes=["other-*"]),
+        token("hasty", HASTY, quota={"requests_per_second": 0.01}),
+    )
+    extra = ("--auth-file", str(auth))
+    with TenureCluster(tmp_path / "c", etcd_member.endpoints, size=2, extra=extra) as c:
+        greedys_leader = await _connect(c.leader().port, GREEDY)
+        others_leader = await _connect(c.leader().port, OTHER)
+        _, mine = await _node(greedys_leader, stem="greedy")
+        _, theirs = await _node(others_leader, stem="other")
+        port = c.standbys()[0].port
+        greedy = await _connect(port, GREEDY)
+        armed = [
+            await _armed(greedy, DescribeSemaphore(mine, name, watch_data=True, watch_repeat=True))
+            for name in ("a/x", "b")
+        ]
+        over = await greedy.answer(
+            greedy.send(DescribeSemaphore(mine, "b", watch_owners=True), max_staleness=BOUND)
+        )
+        assert isinstance(over, Failure), over
+        assert over.code is ErrorCode.LIMIT_EXCEEDED
+        assert "watches" in over.message
+        stolen = await greedy.answer(
+            greedy.send(DescribeSemaphore(theirs, "b", watch_data=True), max_staleness=BOUND)
+        )
+        assert isinstance(stolen, Failure), stolen
+        assert stolen.code is ErrorCode.PERMISSION_DENIED
+        # The same standby serves another token meanwhile.
+        other = await _connect(port, OTHER)
+        await _armed(other, DescribeSemaphore(theirs, "b", watch_data=True))
+        # A cancel gives the quota's room back.
+        first = armed[0].value
+        assert isinstance(first, DescribeResult)
+        assert first.watch_id is not None
+        cancel = await greedy.answer(
+            greedy.send(CancelWatch(mine, first.watch_id), max_staleness=BOUND)
+        )
+        assert isinstance(cancel, Reply)
+        assert cancel.value is True
+        await _armed(greedy, DescribeSemaphore(mine, "a/x", watch_data=True))
+        # Each arm pays the token's rate, refused or not (a burst of one).
+        hasty = await _connect(port, HASTY)
+        paid = await hasty.answer(
+            hasty.send(DescribeSemaphore(mine, "b", watch_data=True), max_staleness=BOUND)
+        )
+        assert isinstance(paid, Failure), paid
+        assert paid.code is ErrorCode.PERMISSION_DENIED  # (greedy's session, not hasty's)
+        limited = await hasty.answer(
+            hasty.send(DescribeSemaphore(mine, "b", watch_data=True), max_staleness=BOUND)
+        )
+        assert isinstance(limited, Failure), limited
+        assert limited.code is ErrorCode.LIMIT_EXCEEDED
+        assert "requests_per_second" in limited.message
+        for client in (greedys_leader, others_leader, greedy, other, hasty):
+            await client.close()
