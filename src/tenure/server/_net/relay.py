@@ -13,10 +13,12 @@ is: its auth line, its requests and their answers are the leader's to read and w
 **The preamble**: :data:`MARK` (a byte that starts neither a native frame, whose
 length starts with a zero byte, nor a request of a line protocol), a version, the
 client's address, and an HMAC-SHA256 of them under the secret every member of the
-service shares. The leader checks it, takes the client's address from it (its
-per-address limits, its log and its audit see the client, not the relaying member),
-and serves the connection itself or closes it: it never relays a relayed connection
-again. One hop only, so two members whose views of who leads are stale cannot bounce
+service shares. The leader checks it, takes the client's address from it (its log,
+its audit and its throttle of failed logins see the client, not the relaying member;
+``--max-connections-per-address`` counts a connection when it is accepted, before its
+first byte, so each member caps the clients it accepts itself), and serves the
+connection itself or closes it: it never relays a relayed connection again. One hop
+only, so two members whose views of who leads are stale cannot bounce
 a connection between them; a connection that finds no leader is closed, and its
 client reconnects, as when a leader steps down.
 
