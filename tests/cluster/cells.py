@@ -49,17 +49,18 @@ class Service:
             cell.close()
 
     async def until_known(self) -> None:
-        """Until each cell's leader knows every member of both cells (the directory's
-        records, written every second)."""
+        """Until every member of every cell knows every member of every cell (the
+        directory's records, each member's written and read every second): a client
+        learns the cells from whichever door it reaches first."""
+        every = sorted((name, self.size) for name in self.cells)
         for cell in self.cells.values():
-            leader = cell.leader()
+            for server in cell.servers:
 
-            async def known(cell: TenureCluster = cell, leader: ClusterServer = leader) -> bool:
-                view = await cell.status(leader)
-                every = sorted((name, self.size) for name in self.cells)
-                return sorted((c.name, len(c.members)) for c in view.cells) == every
+                async def known(cell: TenureCluster = cell, server: ClusterServer = server) -> bool:
+                    view = await cell.status(server)
+                    return sorted((c.name, len(c.members)) for c in view.cells) == every
 
-            await until(known, f"{cell.name} knows every cell")
+                await until(known, f"{server.address} of {cell.name} knows every cell")
 
     def url(self, *cells: str) -> str:
         """A client URL of the doors of ``cells`` (every cell's by default)."""

@@ -240,6 +240,7 @@ async def test_a_client_whose_connection_drops_as_its_node_moves_keeps_its_sessi
     (``UNAVAILABLE``), or after it left (the session gone there), it finds the node's
     new cell and keeps its hold, five moves in a row."""
     node = name_on("a", "dropped")
+    await service.until_known()  # (a member the tests before restarted reads them anew)
     async with tenure.connect(service.url()) as client:
         await client.create_node(node)
         async with client.session(node, recovery_window=30.0) as session:

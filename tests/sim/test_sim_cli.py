@@ -29,7 +29,7 @@ FOUND_BY = {
     "lost-swap": ("server", 1, "linearizable:register"),
     "early-claim-end": ("server", 1, "claims:exclusive"),
     "torn-record": ("server", 1, "restart"),
-    "failover-token-reset": ("cluster", 1, "linearizable:mutex"),
+    "failover-token-reset": ("cluster", 2, "linearizable:mutex"),
     "unfenced-append": ("cluster", 8, "no-progress"),
     "unfrozen-move": ("cells", 1, "cells"),
     "unraised-mark": ("cells", 1, "linearizable:mutex"),

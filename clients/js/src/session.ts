@@ -539,24 +539,23 @@ export class Session implements LinkSession, LeaseKeeper, AsyncDisposable {
 
   /**
    * End the session cleanly: everything it holds is released, everything it waits for
-   * cancelled. Sent once, waited for at most `CLOSE_WAIT` ms: a session whose server is
-   * gone or silent ends here at once, and on the server when its window passes.
+   * cancelled. Sent once, waited for at most `CLOSE_WAIT` ms, a re-attach under way
+   * included (the session is the server's until it is closed there): a session whose
+   * server is gone or silent ends here then, and on the server when its window passes.
    */
   async close(): Promise<void> {
     if (this.ended) return;
-    const attached = this.settle === null;
     try {
-      if (attached) {
-        const connection = await this.attached;
-        let timer: NodeJS.Timeout | undefined;
-        const silent = new Promise<never>((_, reject) => {
-          timer = setTimeout(() => reject(new DisconnectedError(`no answer to CloseSession in ${CLOSE_WAIT} ms`)), CLOSE_WAIT);
-        });
-        try {
-          readNil(await Promise.race([connection.request(commands.closeSession(this.sessionId)), silent]), "CloseSession");
-        } finally {
-          clearTimeout(timer);
-        }
+      let timer: NodeJS.Timeout | undefined;
+      const silent = new Promise<never>((_, reject) => {
+        timer = setTimeout(() => reject(new DisconnectedError(`no answer to CloseSession in ${CLOSE_WAIT} ms`)), CLOSE_WAIT);
+      });
+      silent.catch(() => undefined);
+      try {
+        const connection = await Promise.race([this.attached, silent]);
+        readNil(await Promise.race([connection.request(commands.closeSession(this.sessionId)), silent]), "CloseSession");
+      } finally {
+        clearTimeout(timer);
       }
     } catch (error) {
       if (!(error instanceof TenureError)) throw error;
