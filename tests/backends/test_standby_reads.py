@@ -43,7 +43,8 @@ class StandIn:
         self.asked: list[tuple[float, int]] = []
         self.called = 0
         self.answers = answers if answers is not None else []
-        self.welcome = Welcome(version=PROTOCOL_VERSION, role="leader")
+        role = "leader" if name == "leader" else "standby"  # (as each one's Welcome says)
+        self.welcome = Welcome(version=PROTOCOL_VERSION, role=role)
         self.options = LinkOptions()
         self.doors = Doors([Door(name, 1)])
         #: What ClusterStatus answers (a view, or an error to raise), and how often asked.
@@ -293,3 +294,32 @@ async def test_a_lone_servers_client_reads_from_it(tenure_server: ServerProcess)
             assert (await session.semaphore("s").describe(max_staleness=5)).data == b"x"
         assert backend.standby_reads.answered == {"": 2}  # (the server's own: no standby)
         assert backend.standby_reads.learnt == []
+
+
+async def test_a_standby_that_took_the_lead_is_asked_no_more_and_the_leader_answers() -> None:
+    """Its read connection followed it as it took the lead (a failover): a read naming a
+    session would be refused there (the connection owns no session), so it is left
+    alone, as a door that cannot answer is, and the leader's path answers (seen in the
+    fault suite: PermissionDeniedError "session 13 is not attached to this connection")."""
+    leader, promoted = StandIn("leader"), StandIn("s1", [1])
+    promoted.welcome = Welcome(version=PROTOCOL_VERSION, role="leader")
+    reads = _reads(leader, promoted)
+    assert await reads.read(ListNodes(), 60.0, leader.fallback) == PAGE
+    assert promoted.asked == []
+    assert leader.called == 1
+
+
+async def test_a_standby_taking_the_lead_as_a_read_goes_is_left_for_the_leader() -> None:
+    class Promoted(StandIn):
+        async def request_whole(self, command: Any, fields: dict[str, Any]) -> Reply:
+            self.welcome = Welcome(version=PROTOCOL_VERSION, role="leader")  # (it led then)
+            raise PermissionDeniedError("session 13 is not attached to this connection")
+
+    leader, promoted = StandIn("leader"), Promoted("s1")
+    reads = _reads(leader, promoted)
+    assert await reads.read(ListNodes(), 60.0, leader.fallback) == PAGE
+    assert leader.called == 1
+    # A standby's own refusal (its welcome a standby's) stays the read's error:
+    refusing = StandIn("s2", [PermissionDeniedError("session 13 is not one of token 't''s")])
+    with pytest.raises(PermissionDeniedError, match="not one of token"):
+        await _reads(StandIn("leader"), refusing).read(ListNodes(), 60.0, leader.fallback)

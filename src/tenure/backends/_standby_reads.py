@@ -51,8 +51,9 @@ from typing import Final, Protocol, TypeVar
 from tenure._core import CancelWatch, Command, Effect, WatchFired
 from tenure._protocol import Reply, Welcome
 from tenure._protocol.cluster import ClusterStatus
+from tenure._protocol.messages import LEADER
 from tenure.backends._link import Door, Link, LinkOptions
-from tenure.errors import TenureError, UnavailableError, UnsupportedError
+from tenure.errors import PermissionDeniedError, TenureError, UnavailableError, UnsupportedError
 
 __all__ = [
     "SHUN_SECONDS",
@@ -217,9 +218,21 @@ class StandbyReads:
         for door in self._candidates(loop.time()):
             now = loop.time()
             allowed = max(0.0, min(max_staleness, now - self.leader.heard_at))
+            link: Link | None = None
             try:
                 link = await self._link(door)
+                if _leads(link):  # (the leader's reads are the caller's fallback's)
+                    raise UnavailableError(f"{door} leads now")
                 reply = await _indexed(link, command, allowed, self.min_index, now, version)
+            except PermissionDeniedError as error:
+                if link is None or not _leads(link):
+                    self._count(str(door))  # (answered too: the command's own error)
+                    raise
+                # It took the lead as the read went (its read connection followed it): a
+                # read naming a session is refused on a leader's connection that does
+                # not own it. Asked elsewhere, as any member that no longer stands by.
+                self._shun(door, loop.time(), error)
+                continue
             except UnsupportedError as error:
                 if version == STALE_READ_VERSION:  # (too old for a watch: good for reads)
                     self._shun(door, loop.time(), error)
@@ -399,3 +412,10 @@ class StandbyArms:
             if reads.watchers.get(self._session_id) is self._watcher:
                 del reads.watchers[self._session_id]
         self._used.clear()
+
+
+def _leads(link: Link) -> bool:
+    """Whether ``link``'s member leads now, as its last Welcome said (a standby's read
+    connection follows its member when it takes the lead)."""
+    welcome = link.welcome
+    return welcome is not None and welcome.role == LEADER
